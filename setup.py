@@ -1,0 +1,30 @@
+"""getagrip_ros: an ament_python package (also installable with pip)."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "getagrip_ros"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    package_data={PACKAGE: ["py.typed"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="getagrip_ros maintainers",
+    maintainer_email="maintainers@getagrip-ros.invalid",
+    description="ROS 2 multi-finger grasping stack (FR3 + Allegro + ZED 2i) after Get a Grip.",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [],
+    },
+)
