@@ -1,0 +1,35 @@
+"""Grasp filters: the wrist-camera cable constraints of the real robot."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from getagrip_ros.grasp.frames import WORLD_FORWARD, WORLD_UP
+from getagrip_ros.grasp.grasp import Grasp
+
+
+@dataclass(frozen=True)
+class CableFilterConfig:
+    """Keep grasps the cabled wrist camera allows (directions in the grasps' frame, z up)."""
+
+    min_palm_normal_angle_from_up_deg: float = 60.0
+    """Drop grasps whose palm normal (palm x) is within this angle of `up` (palm facing the ceiling)."""
+    max_finger_angle_from_forward_deg: float = 60.0
+    """Drop grasps whose palm-to-middle-finger axis (palm z) deviates more than this from `forward`."""
+    up: tuple[float, float, float] = WORLD_UP
+    forward: tuple[float, float, float] = WORLD_FORWARD
+
+
+def cable_filter_mask(grasp: Grasp, config: CableFilterConfig = CableFilterConfig()) -> torch.Tensor:
+    """(B,) bool: True for grasps that pass both cable constraints."""
+    up = torch.tensor(config.up, dtype=grasp.palm_rotation.dtype, device=grasp.palm_rotation.device)
+    forward = torch.tensor(config.forward, dtype=up.dtype, device=up.device)
+    up, forward = up / up.norm(), forward / forward.norm()
+    palm_up_cos = grasp.palm_normal @ up
+    finger_forward_cos = grasp.finger_axis @ forward
+    palm_ok = palm_up_cos < math.cos(math.radians(config.min_palm_normal_angle_from_up_deg))
+    fingers_ok = finger_forward_cos >= math.cos(math.radians(config.max_finger_angle_from_forward_deg))
+    return palm_ok & fingers_ok

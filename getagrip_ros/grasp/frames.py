@@ -1,0 +1,65 @@
+"""Frames shared by every stage, and the conversion to the public code's y-up object frame.
+
+Frames (all right-handed, metres):
+- ``world``: the robot base ``fr3_link0``; z up, x forward (away from the robot).
+- ``table``/``object`` frames of this stack are z up with the table top at z = 0.
+- ``Oy``: the public Get a Grip object frame, y up (x_Oy = x_O, y_Oy = z_O, z_Oy = -y_O). Its
+  models (BPS basis, evaluators, samplers, fixed grasp sets) are defined in it.
+
+``T_O_Oy`` (pose of Oy in the z-up frame O with the same origin) is the rotation Rx(+90 deg).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.grasp.rotations import rotation_x
+
+#: World "up" and "forward" directions of the robot base frame.
+WORLD_UP = (0.0, 0.0, 1.0)
+WORLD_FORWARD = (1.0, 0.0, 0.0)
+
+#: Object origin of the public code's real-world NeRF frames, in world (metres).
+PUBLIC_OBJECT_ORIGIN_IN_WORLD_M = (0.65, 0.0, 0.0)
+
+
+def T_zup_yup(dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """(4, 4) pose of a y-up frame in the z-up frame with the same origin: Rx(+90 deg)."""
+    T = torch.eye(4, dtype=dtype)
+    T[:3, :3] = rotation_x(math.pi / 2, dtype)
+    return T
+
+
+def make_transform(rotation: np.ndarray | torch.Tensor | None = None,
+                   translation_m: np.ndarray | torch.Tensor | tuple = (0.0, 0.0, 0.0),
+                   dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """(4, 4) homogeneous transform from a (3, 3) rotation (default identity) and a translation."""
+    T = torch.eye(4, dtype=dtype)
+    if rotation is not None:
+        T[:3, :3] = torch.as_tensor(np.asarray(rotation), dtype=dtype)
+    T[:3, 3] = torch.as_tensor(np.asarray(translation_m, dtype=float), dtype=dtype)
+    return T
+
+
+def invert_transform(T: torch.Tensor) -> torch.Tensor:
+    """Inverse of (..., 4, 4) rigid transforms."""
+    R, t = T[..., :3, :3], T[..., :3, 3:]
+    out = torch.zeros_like(T)
+    out[..., :3, :3] = R.transpose(-1, -2)
+    out[..., :3, 3:] = -R.transpose(-1, -2) @ t
+    out[..., 3, 3] = 1.0
+    return out
+
+
+def grasp_yup_to_zup(grasp_Oy: Grasp, frame_id: str = "object") -> Grasp:
+    """Grasps in the public y-up object frame Oy -> the z-up frame with the same origin."""
+    return grasp_Oy.transformed(T_zup_yup(grasp_Oy.palm_position_m.dtype), frame_id)
+
+
+def grasp_zup_to_yup(grasp_O: Grasp, frame_id: str = "Oy") -> Grasp:
+    """Grasps in a z-up object frame -> the public y-up object frame Oy with the same origin."""
+    return grasp_O.transformed(invert_transform(T_zup_yup(grasp_O.palm_position_m.dtype)), frame_id)

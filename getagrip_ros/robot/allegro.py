@@ -1,0 +1,155 @@
+"""Allegro right hand (v4): joint names and orders, batched kinematics and fingertip IK (torch).
+
+Frames: everything here is in the hand's ``palm_link`` frame unless a name says otherwise
+(x = palm normal, y = toward the index finger, z = along the fingers). Metres and radians.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from getagrip_ros.grasp.grasp import NUM_FINGERS, NUM_HAND_JOINTS
+from getagrip_ros.paths import urdf_path
+from getagrip_ros.robot.urdf_chain import KinematicTree
+
+#: Joint names in the Get a Grip order (index 0-3, middle 4-7, ring 8-11, thumb 12-15).
+JOINT_NAMES: tuple[str, ...] = tuple(f"joint_{i}.0" for i in range(NUM_HAND_JOINTS))
+#: Joint names of Wonik's ROS 2 v4 driver, in its own order (thumb first, then index, middle, ring).
+WONIK_JOINT_NAMES: tuple[str, ...] = tuple(f"ah_joint{f}{j}" for f in range(4) for j in range(4))
+#: wonik_vector = getagrip_vector[GETAGRIP_TO_WONIK]
+GETAGRIP_TO_WONIK = np.array([12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+#: getagrip_vector = wonik_vector[WONIK_TO_GETAGRIP]
+WONIK_TO_GETAGRIP = np.argsort(GETAGRIP_TO_WONIK)
+
+PALM_LINK = "palm_link"
+FINGERTIP_LINKS: tuple[str, ...] = ("link_3.0_tip", "link_7.0_tip", "link_11.0_tip", "link_15.0_tip")
+#: Mean of the public code's 128 fingertip contact candidates, in each fingertip link frame (m).
+MEAN_CONTACT_POINT_IN_TIP_M = (0.0101373, 0.0005761, -0.0000243)
+#: Fingertip collision sphere radius (m).
+FINGERTIP_RADIUS_M = 0.012
+
+#: Open hand used to initialise grasps (Get a Grip ALLEGRO_HAND_DEFAULT_JOINT_ANGLES).
+OPEN_HAND_JOINT_ANGLES_RAD = (0.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 1.4, 0.0, 0.0, 0.0)
+#: Curled hand carried during arm motions (Get a Grip DEFAULT_Q_ALGR).
+STOW_HAND_JOINT_ANGLES_RAD = (0.0, 1.5, 1.0, 1.0, 0.0, 1.5, 1.0, 1.0, 0.0, 1.5, 1.0, 1.0, 0.5, 0.5, 1.5, 1.0)
+
+
+def reorder_by_name(values: Sequence[float] | np.ndarray, names: Sequence[str],
+                    wanted: Sequence[str]) -> np.ndarray:
+    """Reorder values (..., N) given with `names` into the order `wanted`; KeyError names what is missing."""
+    values = np.asarray(values)
+    index = {n: i for i, n in enumerate(names)}
+    missing = [n for n in wanted if n not in index]
+    if missing:
+        raise KeyError(f"joints missing: {missing}")
+    return values[..., [index[n] for n in wanted]]
+
+
+class AllegroHand:
+    """Batched forward kinematics of the Allegro right hand.
+
+    Args:
+        urdf: hand URDF (default: this package's ``urdf/allegro_right.urdf``); any URDF with the
+            same link/joint names works (e.g. the full fr3_algr_zed2i model, rooted at palm_link).
+        device, dtype: where and in which precision to compute.
+    """
+
+    def __init__(self, urdf: str | Path | None = None, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32) -> None:
+        self.device, self.dtype = torch.device(device), dtype
+        self._tips = KinematicTree(urdf or urdf_path("allegro_right.urdf"), PALM_LINK, list(FINGERTIP_LINKS),
+                                   list(JOINT_NAMES)).to(self.device)
+        self.joint_names = JOINT_NAMES
+        self.lower_limits_rad = self._tips.lower_limits.to(self.device, dtype)
+        self.upper_limits_rad = self._tips.upper_limits.to(self.device, dtype)
+        contact = torch.tensor([*MEAN_CONTACT_POINT_IN_TIP_M, 1.0], dtype=dtype, device=self.device)
+        self._contact_h = contact
+
+    def tensor(self, x: Sequence[float] | np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Convert to a tensor on this hand's device and dtype."""
+        return torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x,
+                               device=self.device).to(self.dtype)
+
+    def fingertip_poses(self, q_rad: torch.Tensor) -> torch.Tensor:
+        """(B, 16) joints -> (B, 4, 4, 4) T_palm_tip of index, middle, ring, thumb tip links."""
+        return self._tips(q_rad)
+
+    def fingertip_positions(self, q_rad: torch.Tensor) -> torch.Tensor:
+        """(B, 16) -> (B, 4, 3) fingertip sphere centres (tip link origins) in the palm frame."""
+        return self._tips(q_rad)[..., :3, 3]
+
+    def contact_positions(self, q_rad: torch.Tensor) -> torch.Tensor:
+        """(B, 16) -> (B, 4, 3) mean fingertip contact points in the palm frame (IK targets)."""
+        return (self._tips(q_rad) @ self._contact_h)[..., :3]
+
+    def clamp_to_limits(self, q_rad: torch.Tensor) -> torch.Tensor:
+        return torch.maximum(torch.minimum(q_rad, self.upper_limits_rad), self.lower_limits_rad)
+
+    def within_limits(self, q_rad: torch.Tensor, tolerance_rad: float = 1e-6) -> torch.Tensor:
+        """(B, 16) -> (B,) True where every joint is within its limits (+- tolerance)."""
+        return ((q_rad >= self.lower_limits_rad - tolerance_rad) & (q_rad <= self.upper_limits_rad + tolerance_rad)).all(-1)
+
+
+@dataclass(frozen=True)
+class FingertipIKConfig:
+    """Damped-least-squares fingertip IK, each finger solved independently within joint limits."""
+
+    num_iterations: int = 60
+    """Gauss-Newton iterations."""
+    damping_m: float = 0.01
+    """DLS damping (lambda), metres: larger = smaller, safer steps."""
+    tolerance_m: float = 1e-3
+    """A finger has converged when its contact point is this close to its target."""
+
+
+@dataclass
+class FingertipIKResult:
+    """Joints reaching (or closest to) the fingertip targets."""
+
+    joint_angles_rad: torch.Tensor
+    """(B, 16) solution, always within joint limits."""
+    residual_m: torch.Tensor
+    """(B, 4) distance from each finger's contact point to its target."""
+    converged: torch.Tensor
+    """(B, 4) residual_m <= tolerance_m."""
+
+
+def solve_fingertip_ik(hand: AllegroHand, q_init_rad: torch.Tensor, targets_palm_m: torch.Tensor,
+                       config: FingertipIKConfig = FingertipIKConfig()) -> FingertipIKResult:
+    """Move each finger's mean contact point to its target (B, 4, 3) in the palm frame."""
+    q = hand.clamp_to_limits(q_init_rad.detach().to(hand.device, hand.dtype))
+    targets = targets_palm_m.detach().to(hand.device, hand.dtype)
+    B = q.shape[0]
+    lam2 = torch.eye(3, dtype=hand.dtype, device=hand.device) * config.damping_m**2
+    for _ in range(config.num_iterations):
+        q_var = q.clone().requires_grad_(True)
+        p = hand.contact_positions(q_var)
+        # Each finger's point depends only on its own 4 joints, so three backward passes of the
+        # batch sum give the block-diagonal Jacobian (B, 4 fingers, 3, 4 joints).
+        J = torch.stack([torch.autograd.grad(p[..., c].sum(), q_var, retain_graph=c < 2)[0] for c in range(3)], dim=-2)
+        J = J.reshape(B, 3, NUM_FINGERS, 4).permute(0, 2, 1, 3)
+        err = (targets - p.detach()).unsqueeze(-1)
+        dq = J.transpose(-1, -2) @ torch.linalg.solve(J @ J.transpose(-1, -2) + lam2, err)
+        q = hand.clamp_to_limits(q + dq.squeeze(-1).reshape(B, NUM_HAND_JOINTS))
+    with torch.no_grad():
+        residual = (hand.contact_positions(q) - targets).norm(dim=-1)
+    return FingertipIKResult(q, residual, residual <= config.tolerance_m)
+
+
+def move_fingertips(hand: AllegroHand, q_rad: torch.Tensor, directions_palm: torch.Tensor,
+                    distance_m: float | Sequence[float], config: FingertipIKConfig = FingertipIKConfig()) -> FingertipIKResult:
+    """Joints that move each fingertip contact point `distance_m` along its unit direction (palm frame).
+
+    Negative distances back the fingertips off (pre-grasp); positive ones close them.
+    """
+    q = q_rad.detach().to(hand.device, hand.dtype)
+    d = directions_palm.detach().to(hand.device, hand.dtype)
+    dist = hand.tensor(np.broadcast_to(np.asarray(distance_m, dtype=float), (NUM_FINGERS,)).copy())
+    with torch.no_grad():
+        targets = hand.contact_positions(q) + d * dist[:, None]
+    return solve_fingertip_ik(hand, q, targets, config)
