@@ -15,7 +15,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
-        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.yml")),
         (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
     ],
     install_requires=["setuptools"],
@@ -25,6 +25,8 @@ setup(
     description="ROS 2 multi-finger grasping stack (FR3 + Allegro + ZED 2i) after Get a Grip.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [],
+        "console_scripts": [
+            "plan_grasp_node = getagrip_ros.ros.plan_grasp_node:main",
+        ],
     },
 )

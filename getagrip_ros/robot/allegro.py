@@ -15,10 +15,11 @@ import torch
 
 from getagrip_ros.grasp.grasp import NUM_FINGERS, NUM_HAND_JOINTS
 from getagrip_ros.paths import urdf_path
+from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES as FINGERTIP_LINKS
+from getagrip_ros.robot.description import HAND_JOINT_NAMES as JOINT_NAMES
+from getagrip_ros.robot.description import HAND_URDF_NAME, PALM_LINK
 from getagrip_ros.robot.urdf_chain import KinematicTree
 
-#: Joint names in the Get a Grip order (index 0-3, middle 4-7, ring 8-11, thumb 12-15).
-JOINT_NAMES: tuple[str, ...] = tuple(f"joint_{i}.0" for i in range(NUM_HAND_JOINTS))
 #: Joint names of Wonik's ROS 2 v4 driver, in its own order (thumb first, then index, middle, ring).
 WONIK_JOINT_NAMES: tuple[str, ...] = tuple(f"ah_joint{f}{j}" for f in range(4) for j in range(4))
 #: wonik_vector = getagrip_vector[GETAGRIP_TO_WONIK]
@@ -26,8 +27,6 @@ GETAGRIP_TO_WONIK = np.array([12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 
 #: getagrip_vector = wonik_vector[WONIK_TO_GETAGRIP]
 WONIK_TO_GETAGRIP = np.argsort(GETAGRIP_TO_WONIK)
 
-PALM_LINK = "palm_link"
-FINGERTIP_LINKS: tuple[str, ...] = ("link_3.0_tip", "link_7.0_tip", "link_11.0_tip", "link_15.0_tip")
 #: Mean of the public code's 128 fingertip contact candidates, in each fingertip link frame (m).
 MEAN_CONTACT_POINT_IN_TIP_M = (0.0101373, 0.0005761, -0.0000243)
 #: Fingertip collision sphere radius (m).
@@ -62,7 +61,7 @@ class AllegroHand:
     def __init__(self, urdf: str | Path | None = None, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32) -> None:
         self.device, self.dtype = torch.device(device), dtype
-        self._tips = KinematicTree(urdf or urdf_path("allegro_right.urdf"), PALM_LINK, list(FINGERTIP_LINKS),
+        self._tips = KinematicTree(urdf or urdf_path(HAND_URDF_NAME), PALM_LINK, list(FINGERTIP_LINKS),
                                    list(JOINT_NAMES)).to(self.device)
         self.joint_names = JOINT_NAMES
         self.lower_limits_rad = self._tips.lower_limits.to(self.device, dtype)
@@ -105,6 +104,8 @@ class FingertipIKConfig:
     """DLS damping (lambda), metres: larger = smaller, safer steps."""
     tolerance_m: float = 1e-3
     """A finger has converged when its contact point is this close to its target."""
+    early_stop_m: float = 1e-5
+    """Stop iterating once every finger of every grasp is this close to its target."""
 
 
 @dataclass
@@ -134,6 +135,8 @@ def solve_fingertip_ik(hand: AllegroHand, q_init_rad: torch.Tensor, targets_palm
         J = torch.stack([torch.autograd.grad(p[..., c].sum(), q_var, retain_graph=c < 2)[0] for c in range(3)], dim=-2)
         J = J.reshape(B, 3, NUM_FINGERS, 4).permute(0, 2, 1, 3)
         err = (targets - p.detach()).unsqueeze(-1)
+        if float(err.norm(dim=-2).max()) < config.early_stop_m:
+            break
         dq = J.transpose(-1, -2) @ torch.linalg.solve(J @ J.transpose(-1, -2) + lam2, err)
         q = hand.clamp_to_limits(q + dq.squeeze(-1).reshape(B, NUM_HAND_JOINTS))
     with torch.no_grad():

@@ -1,0 +1,1 @@
+"""Grasp planning: samplers, evaluators, refinement, and the planner that chains them."""

@@ -1,0 +1,45 @@
+"""Blocking helpers for calling an action from scripts, tests and the demo."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import rclpy
+from rclpy.action import ActionClient
+from rclpy.node import Node
+
+
+class ActionCallError(RuntimeError):
+    """The server was not reachable, refused the goal, or did not answer in time."""
+
+
+def send_goal(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60.0,
+              feedback: Callable[[Any], None] | None = None, server_timeout_s: float = 20.0):
+    """Send a goal and wait; returns the accepted goal handle. Spins `node` while waiting."""
+    if not client.wait_for_server(timeout_sec=server_timeout_s):
+        raise ActionCallError(f"action server {client._action_name!r} not available after {server_timeout_s} s")
+    future = client.send_goal_async(goal, feedback_callback=(lambda msg: feedback(msg.feedback)) if feedback else None)
+    rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
+    if not future.done():
+        raise ActionCallError("no answer to the goal request")
+    handle = future.result()
+    if not handle.accepted:
+        raise ActionCallError("goal rejected")
+    return handle
+
+
+def wait_for_result(node: Node, handle, timeout_s: float = 60.0):
+    """Wait for an accepted goal's result; returns (action_msgs GoalStatus code, result message)."""
+    future = handle.get_result_async()
+    rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
+    if not future.done():
+        raise ActionCallError(f"no result within {timeout_s} s")
+    response = future.result()
+    return response.status, response.result
+
+
+def call_action(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60.0,
+                feedback: Callable[[Any], None] | None = None):
+    """Send a goal and wait for its result; returns (GoalStatus code, result message)."""
+    handle = send_goal(node, client, goal, timeout_s, feedback)
+    return wait_for_result(node, handle, timeout_s)

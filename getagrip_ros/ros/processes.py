@@ -1,0 +1,64 @@
+"""Start and stop ROS node processes with an isolated environment (loopback only, own domain, temp logs)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def isolated_ros_environment(domain_id: int | None = None, log_dir: str | Path | None = None) -> dict[str, str]:
+    """A copy of os.environ for ROS processes that stay on loopback, in a run-specific domain, logging to a temp dir."""
+    env = dict(os.environ)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else 10 + os.getpid() % 90)
+    env["ROS_LOG_DIR"] = str(log_dir or tempfile.mkdtemp(prefix="getagrip_ros_log_"))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class NodeProcess:
+    """A node run as ``python -m <module>`` in its own process; a context manager that always stops it.
+
+    Stops with SIGINT, then SIGTERM, then SIGKILL, each after a timeout.
+    """
+
+    def __init__(self, module: str, args: list[str] | None = None, env: dict[str, str] | None = None,
+                 log_path: str | Path | None = None) -> None:
+        self.module, self.args, self.env = module, list(args or []), env or isolated_ros_environment()
+        self.log_path = Path(log_path) if log_path else Path(self.env["ROS_LOG_DIR"]) / f"{module.rsplit('.', 1)[-1]}.out"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "NodeProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen([sys.executable, "-m", self.module, *self.args], env=self.env,
+                                        stdout=self._log, stderr=subprocess.STDOUT)
+        return self
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """Stop the process; returns its exit code."""
+        if self.process is None:
+            return None
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            if self.process.poll() is not None:
+                break
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                continue
+        self._log.close()
+        return self.process.returncode
+
+    def __enter__(self) -> "NodeProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

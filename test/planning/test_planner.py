@@ -1,0 +1,84 @@
+"""The core grasp planner (no ROS): request validation, sampling, cancel, timeout, results."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask
+from getagrip_ros.grasp.validate import validate_grasp
+from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
+from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, PlanRequest
+from getagrip_ros.status import StatusCode
+
+from ..objects import box_surface_points
+
+
+@pytest.fixture(scope="module")
+def planner():
+    return GraspPlanner(GraspPlannerConfig(num_samples=300, chunk_size=100))
+
+
+def test_heuristic_samples_face_the_object_from_outside(planner):
+    pts = box_surface_points()
+    g = sample_heuristic_grasps(pts, 500, planner.hand, "world", generator=torch.Generator().manual_seed(0))
+    assert 300 < len(g) <= 500  # some low approaches are dropped for table clearance
+    validate_grasp(g, (planner.hand.lower_limits_rad, planner.hand.upper_limits_rad))
+    centroid = torch.from_numpy(pts.mean(0))
+    to_centroid = centroid - g.palm_position_m
+    assert bool(((to_centroid * g.palm_normal).sum(1) > 0).all())  # palm normal points toward the object
+    half = torch.tensor([0.03, 0.03, 0.06], dtype=torch.float64)
+    inside = ((g.palm_position_m - torch.tensor([0.65, 0.0, 0.06], dtype=torch.float64)).abs() < half).all(1)
+    assert not bool(inside.any()) and bool((g.palm_position_m[:, 2] >= 0.02).all())
+
+
+def test_plan_returns_filtered_grasps_with_joint_targets(planner):
+    result = planner.plan(PlanRequest(points_m=box_surface_points(), num_grasps=10, seed=2))
+    assert result.status == StatusCode.SUCCEEDED and result.success, result.reason
+    p = result.planned
+    assert len(p.grasps) == 10 and bool(cable_filter_mask(p.grasps).all())
+    assert p.pregrasp_joints_rad.shape == (10, 16) and p.closed_joints_rad.shape == (10, 16)
+    assert bool(planner.hand.within_limits(p.closed_joints_rad).all())
+    assert torch.isnan(p.y_pgs).all() and "unranked" in result.reason
+    assert set(result.timings_s) == {"validation", "sampling", "filtering", "closing_targets"}
+
+
+@pytest.mark.parametrize("change, code, words", [
+    (dict(points_m=None), StatusCode.INVALID_GOAL, "exactly one object source"),
+    (dict(bps=np.zeros(4096)), StatusCode.INVALID_GOAL, "exactly one object source"),
+    (dict(points_m=np.zeros((10, 3))), StatusCode.INVALID_GOAL, "need at least 50"),
+    (dict(points_m=np.zeros((100, 2))), StatusCode.INVALID_GOAL, "shape (N, 3)"),
+    (dict(refinement_iterations=-1), StatusCode.INVALID_GOAL, "refinement_iterations"),
+    (dict(timeout_s=float("nan")), StatusCode.INVALID_GOAL, "timeout_s"),
+    (dict(evaluator="magic"), StatusCode.INVALID_GOAL, "unknown evaluator"),
+    (dict(evaluator="nerf"), StatusCode.NOT_IMPLEMENTED, "evaluator 'nerf' is not available"),
+    (dict(points_m=None, nerf_config_path="/nonexistent/config.yml"), StatusCode.INVALID_GOAL, "NeRF config not found"),
+    (dict(points_m=None, bps=np.full(4096, 0.1)), StatusCode.NOT_IMPLEMENTED, "needs a point cloud"),
+    (dict(points_m=None, bps=np.full(4096, -0.1)), StatusCode.INVALID_GOAL, ">= 0"),
+])
+def test_bad_requests_end_with_a_reason(planner, change, code, words):
+    request = dataclasses.replace(PlanRequest(points_m=box_surface_points()), **change)
+    result = planner.plan(request)
+    assert result.status == code and words in result.reason and result.planned is None
+
+
+def test_cancel_timeout_and_no_result():
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=2000, chunk_size=100))
+    calls = []
+    result = planner.plan(PlanRequest(points_m=box_surface_points()), progress=lambda *a: calls.append(a),
+                          should_cancel=lambda: len(calls) >= 2)
+    assert result.status == StatusCode.CANCELED and len(calls) == 2
+    result = planner.plan(PlanRequest(points_m=box_surface_points(), timeout_s=1e-6))
+    assert result.status == StatusCode.TIMEOUT and "timed out" in result.reason
+    strict = GraspPlanner(GraspPlannerConfig(num_samples=200, cable_filter=CableFilterConfig(max_finger_angle_from_forward_deg=0.0)))
+    result = strict.plan(PlanRequest(points_m=box_surface_points()))
+    assert result.status == StatusCode.NO_RESULT and "none of the 200" in result.reason
+
+
+def test_internal_errors_are_reported_not_raised(planner, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("simulated bug")
+    monkeypatch.setattr("getagrip_ros.planning.planner.sample_heuristic_grasps", boom)
+    result = planner.plan(PlanRequest(points_m=box_surface_points()))
+    assert result.status == StatusCode.INTERNAL_ERROR and "simulated bug" in result.reason

@@ -1,0 +1,121 @@
+"""The plan_grasp action served by a real node in another process, called over ROS 2."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient
+from sensor_msgs.msg import PointCloud2
+from visualization_msgs.msg import MarkerArray
+
+from getagrip_interfaces.action import PlanGrasp
+from getagrip_interfaces.msg import Status
+from getagrip_ros.grasp.filters import cable_filter_mask
+from getagrip_ros.ros.client import call_action, send_goal, wait_for_result
+from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
+from getagrip_ros.ros.processes import NodeProcess
+
+from ..objects import box_surface_points
+
+
+@pytest.fixture(scope="module")
+def server(ros_env):
+    with NodeProcess("getagrip_ros.ros.plan_grasp_node", ["--ros-args", "-p", "num_samples:=400"], env=ros_env) as proc:
+        yield proc
+    assert proc.process.returncode == 0, proc.output()  # clean shutdown on SIGINT
+
+
+@pytest.fixture(scope="module")
+def client(rclpy_node, server):
+    client = ActionClient(rclpy_node, PlanGrasp, "plan_grasp")
+    yield client
+    client.destroy()
+
+
+def cloud_goal(points=None, frame_id="world", **kwargs) -> PlanGrasp.Goal:
+    points = box_surface_points() if points is None else points
+    options = {"sampler": "heuristic", "evaluator": "none", **kwargs}
+    goal = PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_POINT_CLOUD, **options)
+    goal.point_cloud = numpy_to_point_cloud2(points, frame_id)
+    return goal
+
+
+def test_plan_succeeds_with_feedback_markers_and_valid_grasps(rclpy_node, client, server):
+    markers = []
+    rclpy_node.create_subscription(MarkerArray, "grasp_markers", markers.append, 1)
+    feedback = []
+    status, result = call_action(rclpy_node, client, cloud_goal(num_grasps=12, seed=3), timeout_s=120, feedback=feedback.append)
+    assert status == GoalStatus.STATUS_SUCCEEDED, (result.status.reason, server.output())
+    assert result.status.code == Status.SUCCEEDED
+    assert len(result.grasps) == 12
+    assert {t.stage for t in result.timings} >= {"validation", "sampling", "filtering", "closing_targets"}
+    # feedback: stages reported, progress rising to 1, no score without an evaluator
+    assert {f.stage for f in feedback} == {"sampling", "closing_targets"}
+    progress = [f.progress for f in feedback]
+    assert progress == sorted(progress) and math.isclose(progress[-1], 1.0)
+    assert all(math.isnan(f.best_score) for f in feedback)
+    grasps, labels = grasp_msgs_to_core(list(result.grasps))
+    assert grasps.frame_id == "world" and np.isnan(labels).all()
+    assert bool(cable_filter_mask(grasps).all())
+    # palms sit around the box (centre x = 0.65), outside it, above the table
+    d = (grasps.palm_position_m - grasps.palm_position_m.new_tensor([0.65, 0.0, 0.06])).norm(dim=1)
+    assert bool(((d > 0.05) & (d < 0.2)).all()) and bool((grasps.palm_position_m[:, 2] > 0.0).all())
+    # the 37-D vector carries the same grasp
+    for g, msg in zip(grasps.to_numpy_vector(), result.grasps):
+        assert np.allclose(np.asarray(msg.vector), g, atol=1e-5)
+    # same goal + seed -> same grasps
+    _, again = call_action(rclpy_node, client, cloud_goal(num_grasps=12, seed=3), timeout_s=120)
+    assert np.allclose(np.array([m.vector for m in again.grasps]), np.array([m.vector for m in result.grasps]))
+    deadline = time.monotonic() + 5
+    while not markers and time.monotonic() < deadline:
+        import rclpy
+        rclpy.spin_once(rclpy_node, timeout_sec=0.1)
+    assert markers and len(markers[-1].markers) == 1 + 3 * 12
+
+
+@pytest.mark.parametrize(
+    "goal, code, reason",
+    [
+        (lambda: cloud_goal(points=np.zeros((0, 3))), Status.INVALID_GOAL, "0 points"),
+        (lambda: cloud_goal(points=np.full((200, 3), np.nan)), Status.INVALID_GOAL, "NaN"),
+        (lambda: cloud_goal(frame_id=""), Status.INVALID_GOAL, "no frame_id"),
+        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps=[0.1] * 10, bps_frame_id="object"), Status.INVALID_GOAL, "4096"),
+        (lambda: PlanGrasp.Goal(object_source=9), Status.INVALID_GOAL, "object_source"),
+        (lambda: cloud_goal(sampler="nope"), Status.INVALID_GOAL, "unknown sampler"),
+        (lambda: cloud_goal(num_grasps=0), Status.INVALID_GOAL, "num_grasps"),
+        (lambda: _broken_cloud_goal(), Status.INVALID_GOAL, "bytes"),
+        (lambda: cloud_goal(sampler="diffusion", evaluator="bps"), Status.NOT_IMPLEMENTED, "trained weights"),
+    ],
+)
+def test_bad_goals_abort_with_a_reason_and_the_node_keeps_serving(rclpy_node, client, server, goal, code, reason):
+    status, result = call_action(rclpy_node, client, goal(), timeout_s=60)
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.status.code == code and reason in result.status.reason, result.status.reason
+    assert len(result.grasps) == 0
+    assert server.process.poll() is None
+
+
+def _broken_cloud_goal() -> PlanGrasp.Goal:
+    goal = cloud_goal()
+    goal.point_cloud.data = bytes(goal.point_cloud.data)[:100]
+    return goal
+
+
+def test_cancel_stops_planning(rclpy_node, client, server):
+    started = []
+    handle = send_goal(rclpy_node, client, cloud_goal(num_grasps=3000, seed=1), timeout_s=30, feedback=started.append)
+    import rclpy
+    deadline = time.monotonic() + 60
+    while not started and time.monotonic() < deadline:
+        rclpy.spin_once(rclpy_node, timeout_sec=0.05)
+    assert started, "no feedback before cancelling"
+    cancel = handle.cancel_goal_async()
+    rclpy.spin_until_future_complete(rclpy_node, cancel, timeout_sec=10)
+    status, result = wait_for_result(rclpy_node, handle, timeout_s=60)
+    assert status == GoalStatus.STATUS_CANCELED
+    assert result.status.code == Status.CANCELED and len(result.grasps) == 0
+    # and the server still plans afterwards
+    status, result = call_action(rclpy_node, client, cloud_goal(num_grasps=2), timeout_s=60)
+    assert status == GoalStatus.STATUS_SUCCEEDED and len(result.grasps) == 2
