@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.robot.allegro import AllegroHand, FingertipIKConfig, FingertipIKResult, move_fingertips
 
@@ -34,7 +36,9 @@ def closing_targets(hand: AllegroHand, grasp: Grasp, config: ClosingConfig = Clo
     R_frame_palm = grasp.palm_rotation.to(hand.device, hand.dtype)
     directions_palm = grasp.fingertip_directions.to(hand.device, hand.dtype) @ R_frame_palm  # d_palm = R^T d
     q = grasp.joint_angles_rad.to(hand.device, hand.dtype)
-    return ClosingTargets(
-        pregrasp=move_fingertips(hand, q, directions_palm, config.pregrasp_distance_m, config.ik),
-        closed=move_fingertips(hand, q, directions_palm, config.close_distance_m, config.ik),
-    )
+    B = len(grasp)
+    distance = torch.cat([torch.full((B, 1), config.pregrasp_distance_m), torch.full((B, 1), config.close_distance_m)])
+    both = move_fingertips(hand, q.repeat(2, 1), directions_palm.repeat(2, 1, 1), distance, config.ik)  # one IK batch
+    split = [FingertipIKResult(both.joint_angles_rad[s], both.residual_m[s], both.converged[s])
+             for s in (slice(0, B), slice(B, 2 * B))]
+    return ClosingTargets(pregrasp=split[0], closed=split[1])

@@ -145,14 +145,16 @@ def solve_fingertip_ik(hand: AllegroHand, q_init_rad: torch.Tensor, targets_palm
 
 
 def move_fingertips(hand: AllegroHand, q_rad: torch.Tensor, directions_palm: torch.Tensor,
-                    distance_m: float | Sequence[float], config: FingertipIKConfig = FingertipIKConfig()) -> FingertipIKResult:
+                    distance_m: float | Sequence[float] | torch.Tensor,
+                    config: FingertipIKConfig = FingertipIKConfig()) -> FingertipIKResult:
     """Joints that move each fingertip contact point `distance_m` along its unit direction (palm frame).
 
+    `distance_m` broadcasts to (B, 4) (one value, one per finger, or one per grasp and finger).
     Negative distances back the fingertips off (pre-grasp); positive ones close them.
     """
     q = q_rad.detach().to(hand.device, hand.dtype)
     d = directions_palm.detach().to(hand.device, hand.dtype)
-    dist = hand.tensor(np.broadcast_to(np.asarray(distance_m, dtype=float), (NUM_FINGERS,)).copy())
+    dist = torch.broadcast_to(hand.tensor(distance_m), (q.shape[0], NUM_FINGERS))
     with torch.no_grad():
-        targets = hand.contact_positions(q) + d * dist[:, None]
+        targets = hand.contact_positions(q) + d * dist[..., None]
     return solve_fingertip_ik(hand, q, targets, config)

@@ -8,7 +8,7 @@ from geometry_msgs.msg import Point
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
-from getagrip_ros.planning.planner import PlannedGrasps
+from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.robot.allegro import AllegroHand
 
 
@@ -18,29 +18,33 @@ def _color(rank: int, total: int, score: float) -> ColorRGBA:
     return ColorRGBA(r=float(1.0 - t), g=float(t), b=0.2, a=0.9)
 
 
-def grasp_markers(planned: PlannedGrasps, hand: AllegroHand, stamp: Time | None = None,
+def grasp_markers(grasps: Grasp, scores: np.ndarray, hand: AllegroHand, stamp: Time | None = None,
                   namespace: str = "grasps", max_grasps: int = 40) -> MarkerArray:
-    """One palm-normal arrow, fingertip spheres and direction arrows per grasp (best first)."""
-    g = planned.grasps[: max_grasps]
+    """Palm-normal arrow, fingertip spheres and closing directions per grasp (best first).
+
+    Args:
+        grasps: ranked grasps; scores: (B,) predicted y_PGS (NaN = unknown, coloured by rank).
+    """
+    g = grasps[: max_grasps]
     header = Header(frame_id=g.frame_id, stamp=stamp or Time())
     T = g.T_frame_palm.double()
-    tips_palm = hand.contact_positions(planned.pregrasp_joints_rad[: len(g)].to(hand.dtype)).double()
+    tips_palm = hand.contact_positions(g.joint_angles_rad.to(hand.dtype)).double()
     tips = (T[:, None, :3, :3] @ tips_palm[..., None]).squeeze(-1) + T[:, None, :3, 3]
-    scores = planned.y_pgs[: len(g)].double().numpy()
+    scores = np.asarray(scores, dtype=float)[: len(g)]
     out = MarkerArray(markers=[Marker(header=header, ns=namespace, action=Marker.DELETEALL)])
     for i in range(len(g)):
         color = _color(i, len(g), float(scores[i]))
         p = T[i, :3, 3].numpy()
         normal_end = p + 0.05 * T[i, :3, 0].numpy()
-        palm = Marker(header=header, ns=namespace, id=4 * i, type=Marker.ARROW, action=Marker.ADD, color=color)
+        palm = Marker(header=header, ns=namespace, id=3 * i, type=Marker.ARROW, action=Marker.ADD, color=color)
         palm.points = [Point(x=float(a), y=float(b), z=float(c)) for a, b, c in (p, normal_end)]
         palm.scale.x, palm.scale.y, palm.scale.z = 0.008, 0.014, 0.014
         palm.pose.orientation.w = 1.0
-        spheres = Marker(header=header, ns=namespace, id=4 * i + 1, type=Marker.SPHERE_LIST, action=Marker.ADD, color=color)
+        spheres = Marker(header=header, ns=namespace, id=3 * i + 1, type=Marker.SPHERE_LIST, action=Marker.ADD, color=color)
         spheres.points = [Point(x=float(a), y=float(b), z=float(c)) for a, b, c in tips[i].numpy()]
         spheres.scale.x = spheres.scale.y = spheres.scale.z = 0.024
         spheres.pose.orientation.w = 1.0
-        dirs = Marker(header=header, ns=namespace, id=4 * i + 2, type=Marker.LINE_LIST, action=Marker.ADD, color=color)
+        dirs = Marker(header=header, ns=namespace, id=3 * i + 2, type=Marker.LINE_LIST, action=Marker.ADD, color=color)
         ends = tips[i] + 0.03 * g.fingertip_directions[i].double()
         dirs.points = [Point(x=float(a), y=float(b), z=float(c)) for pair in zip(tips[i].numpy(), ends.numpy()) for a, b, c in pair]
         dirs.scale.x = 0.003

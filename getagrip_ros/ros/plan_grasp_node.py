@@ -78,7 +78,8 @@ class PlanGraspNode(Node):
         if outcome.success:
             stamp = self.get_clock().now().to_msg()
             result.grasps = planned_grasps_to_msgs(outcome.planned, stamp)
-            self.marker_pub.publish(grasp_markers(outcome.planned, self.planner.hand, stamp))
+            planned = outcome.planned
+            self.marker_pub.publish(grasp_markers(planned.grasps, planned.y_pgs.numpy(), self.planner.hand, stamp))
             goal_handle.succeed()
         elif outcome.status == StatusCode.CANCELED:
             goal_handle.canceled()

@@ -12,7 +12,7 @@ from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, PlanRequest
 from getagrip_ros.status import StatusCode
 
-from ..objects import box_surface_points
+from getagrip_ros.objects.primitives import box_surface_points
 
 
 @pytest.fixture(scope="module")

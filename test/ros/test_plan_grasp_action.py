@@ -13,16 +13,18 @@ from visualization_msgs.msg import MarkerArray
 from getagrip_interfaces.action import PlanGrasp
 from getagrip_interfaces.msg import Status
 from getagrip_ros.grasp.filters import cable_filter_mask
+from getagrip_ros.paths import config_path
 from getagrip_ros.ros.client import call_action, send_goal, wait_for_result
 from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
 from getagrip_ros.ros.processes import NodeProcess
 
-from ..objects import box_surface_points
+from getagrip_ros.objects.primitives import box_surface_points
 
 
 @pytest.fixture(scope="module")
 def server(ros_env):
-    with NodeProcess("getagrip_ros.ros.plan_grasp_node", ["--ros-args", "-p", "num_samples:=400"], env=ros_env) as proc:
+    args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml")), "-p", "num_samples:=400"]
+    with NodeProcess("getagrip_ros.ros.plan_grasp_node", args, env=ros_env) as proc:
         yield proc
     assert proc.process.returncode == 0, proc.output()  # clean shutdown on SIGINT
 

@@ -1,0 +1,1 @@
+"""Objects to grasp: procedural shapes (the full catalog arrives with the simulated world)."""

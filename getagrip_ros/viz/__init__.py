@@ -1,0 +1,1 @@
+"""Pictures of results: grasps on objects, trial outcomes."""
