@@ -27,6 +27,8 @@ setup(
     entry_points={
         "console_scripts": [
             "plan_grasp_node = getagrip_ros.ros.plan_grasp_node:main",
+            "getagrip-plan-grasps = getagrip_ros.cli.plan_grasps:main",
+            "getagrip-demo = getagrip_ros.demo:main",
         ],
     },
 )

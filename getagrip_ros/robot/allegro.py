@@ -86,6 +86,10 @@ class AllegroHand:
         """(B, 16) -> (B, 4, 3) mean fingertip contact points in the palm frame (IK targets)."""
         return (self._tips(q_rad) @ self._contact_h)[..., :3]
 
+    def contact_jacobian(self, q_rad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, 16) -> contact points (B, 4, 3) and their Jacobians (B, 4, 3, 16), palm frame."""
+        return self._tips.point_jacobian(q_rad, self._contact_h[:3].expand(NUM_FINGERS, 3))
+
     def clamp_to_limits(self, q_rad: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(q_rad, self.upper_limits_rad), self.lower_limits_rad)
 
@@ -106,6 +110,8 @@ class FingertipIKConfig:
     """A finger has converged when its contact point is this close to its target."""
     early_stop_m: float = 1e-5
     """Stop iterating once every finger of every grasp is this close to its target."""
+    min_step_rad: float = 1e-5
+    """Stop iterating once no joint moves more than this (converged, or pressed against its limits)."""
 
 
 @dataclass
@@ -127,18 +133,20 @@ def solve_fingertip_ik(hand: AllegroHand, q_init_rad: torch.Tensor, targets_palm
     targets = targets_palm_m.detach().to(hand.device, hand.dtype)
     B = q.shape[0]
     lam2 = torch.eye(3, dtype=hand.dtype, device=hand.device) * config.damping_m**2
+    finger = torch.arange(NUM_FINGERS, device=hand.device)
     for _ in range(config.num_iterations):
-        q_var = q.clone().requires_grad_(True)
-        p = hand.contact_positions(q_var)
-        # Each finger's point depends only on its own 4 joints, so three backward passes of the
-        # batch sum give the block-diagonal Jacobian (B, 4 fingers, 3, 4 joints).
-        J = torch.stack([torch.autograd.grad(p[..., c].sum(), q_var, retain_graph=c < 2)[0] for c in range(3)], dim=-2)
-        J = J.reshape(B, 3, NUM_FINGERS, 4).permute(0, 2, 1, 3)
-        err = (targets - p.detach()).unsqueeze(-1)
+        p, J_full = hand.contact_jacobian(q)
+        # each finger's point moves only with its own 4 joints: keep that (3 x 4) block per finger
+        J = J_full.reshape(B, NUM_FINGERS, 3, NUM_FINGERS, 4)[:, finger, :, finger].permute(1, 0, 2, 3)
+        err = (targets - p).unsqueeze(-1)
         if float(err.norm(dim=-2).max()) < config.early_stop_m:
             break
         dq = J.transpose(-1, -2) @ torch.linalg.solve(J @ J.transpose(-1, -2) + lam2, err)
-        q = hand.clamp_to_limits(q + dq.squeeze(-1).reshape(B, NUM_HAND_JOINTS))
+        q_next = hand.clamp_to_limits(q + dq.squeeze(-1).reshape(B, NUM_HAND_JOINTS))
+        stalled = float((q_next - q).abs().max()) < config.min_step_rad
+        q = q_next
+        if stalled:
+            break
     with torch.no_grad():
         residual = (hand.contact_positions(q) - targets).norm(dim=-1)
     return FingertipIKResult(q, residual, residual <= config.tolerance_m)

@@ -122,6 +122,7 @@ class KinematicTree(torch.nn.Module):
             self._q_index.append(self.joint_names.index(j.name) if j.movable else -1)
             self._type.append(j.type)
         self._target_slot = [slot_of_link[link] for link in target_links]
+        self._target_chains = [[order.index(j) for j in chain if j.movable] for chain in chains]
         T0 = torch.zeros(len(order), 4, 4, dtype=torch.float64)
         T0[:, :3, :3] = euler_xyz_to_matrix(torch.tensor([j.origin_rpy_rad for j in order], dtype=torch.float64))
         T0[:, :3, 3] = torch.tensor([j.origin_xyz_m for j in order], dtype=torch.float64)
@@ -137,6 +138,39 @@ class KinematicTree(torch.nn.Module):
 
     def forward(self, q: torch.Tensor) -> torch.Tensor:
         """(B, num_joints) joint positions (rad or m) -> (B, num_targets, 4, 4) poses in root_link."""
+        poses = self._joint_poses(q)
+        eye = torch.eye(4, dtype=q.dtype, device=q.device).expand(q.shape[0], 4, 4)
+        return torch.stack([eye if s < 0 else poses[s] for s in self._target_slot], dim=1)
+
+    def point_jacobian(self, q: torch.Tensor, points_in_targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Positions and analytic Jacobians of points fixed in the target links.
+
+        Args:
+            q: (B, num_joints).
+            points_in_targets: (num_targets, 3) one point per target link, in that link's frame.
+
+        Returns:
+            (B, num_targets, 3) positions in root_link and (B, num_targets, 3, num_joints) d position / d q.
+        """
+        poses = self._joint_poses(q)
+        B, dtype = q.shape[0], q.dtype
+        axes = self.joint_axes.to(dtype)
+        pts = points_in_targets.to(dtype)
+        positions = torch.stack([pts[t] if s < 0 else poses[s][:, :3, :3] @ pts[t] + poses[s][:, :3, 3]
+                                 for t, s in enumerate(self._target_slot)], dim=1)
+        J = torch.zeros(B, len(self._target_slot), 3, self.num_joints, dtype=dtype, device=q.device)
+        for t, chain in enumerate(self._target_chains):
+            for slot in chain:
+                axis_root = poses[slot][:, :3, :3] @ axes[slot]
+                col = self._q_index[slot]
+                if self._type[slot] == "prismatic":
+                    J[:, t, :, col] = axis_root
+                else:
+                    J[:, t, :, col] = torch.linalg.cross(axis_root, positions[:, t] - poses[slot][:, :3, 3], dim=-1)
+        return positions, J
+
+    def _joint_poses(self, q: torch.Tensor) -> list[torch.Tensor]:
+        """Pose in root_link of every joint's child frame (after its motion), in self._order."""
         if q.ndim != 2 or q.shape[1] != self.num_joints:
             raise ValueError(f"q: expected shape (B, {self.num_joints}), got {tuple(q.shape)}")
         origins = self.joint_origins.to(q.dtype)
@@ -155,4 +189,4 @@ class KinematicTree(torch.nn.Module):
                 motion[:, :3, 3] = axes[i] * q[:, qi : qi + 1]
                 T = T @ motion
             poses.append(T if parent < 0 else poses[parent] @ T)
-        return torch.stack([eye if s < 0 else poses[s] for s in self._target_slot], dim=1)
+        return poses

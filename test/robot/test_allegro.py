@@ -101,3 +101,22 @@ def test_closing_targets_use_directions_of_the_grasp_frame(hand):
     closed = hand.contact_positions(targets.closed.joint_angles_rad) - p0
     # closing moves every fingertip toward +d (into the object), as far as the joint limits allow
     assert bool(((closed * d_palm).sum(-1) > 0.01).all())
+
+
+def test_robot_kinematics_match_the_published_ready_pose():
+    from getagrip_ros.robot.arm import RobotKinematics
+
+    robot = RobotKinematics(dtype=torch.float64)
+    q = torch.tensor([list(robot.q_ready_arm_rad) + [0.0] * 16], dtype=torch.float64)
+    frames = robot.frames(q)
+    assert np.allclose(frames["palm_link"][0, :3, 3].numpy(), [0.44087, 0.0, 0.56378], atol=1e-4)
+    assert np.allclose(frames["palm_link"][0, :3, :3].numpy(), [[0, 0, 1], [0, 1, 0], [-1, 0, 0]], atol=1e-6)
+    assert np.allclose(frames["zed2i_left_optical"][0, :3, 3].numpy(), [0.23621, -0.06, 0.58848], atol=1e-4)
+    assert np.allclose(frames["fr3_flange"][0, :3, 3].numpy(), [0.30689, 0.0, 0.59028], atol=1e-4)
+    # fingertips through the arm = palm pose composed with the hand-only kinematics
+    hand = AllegroHand(dtype=torch.float64)
+    tips_palm = hand.fingertip_positions(torch.zeros(1, 16, dtype=torch.float64))[0]
+    T = frames["palm_link"][0]
+    for i, link in enumerate(FINGERTIP_LINKS):
+        assert torch.allclose(frames[link][0, :3, 3], T[:3, :3] @ tips_palm[i] + T[:3, 3], atol=1e-12)
+    assert torch.allclose(robot.T_world_palm(q), frames["palm_link"])

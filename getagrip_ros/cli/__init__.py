@@ -1,0 +1,1 @@
+"""Command-line entry points (thin: parse arguments, call the core, show progress)."""

@@ -1,0 +1,74 @@
+"""getagrip-plan-grasps: plan grasps for an object point cloud file, without ROS.
+
+    getagrip-plan-grasps cloud.npy --num-grasps 40 --out grasps.npz --image grasps.png
+
+The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or text .xyz/.txt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from getagrip_ros.planning.planner import EVALUATORS, SAMPLERS, GraspPlanner, GraspPlannerConfig, PlanRequest
+
+
+def load_points(path: Path) -> np.ndarray:
+    """(N, 3) points from .npy or whitespace/comma separated text; ValueError if unreadable."""
+    if path.suffix == ".npy":
+        return np.load(path)
+    if path.suffix in (".xyz", ".txt", ".csv"):
+        return np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)[:, :3]
+    raise ValueError(f"unsupported point cloud file {path} (use .npy, .xyz, .txt or .csv)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="getagrip-plan-grasps", description=__doc__.splitlines()[0])
+    parser.add_argument("cloud", type=Path, help="object point cloud (N, 3), metres, z up, table at z = 0")
+    parser.add_argument("--frame-id", default="world", help="frame of the cloud and of the grasps")
+    parser.add_argument("--num-grasps", type=int, default=40)
+    parser.add_argument("--num-samples", type=int, default=GraspPlannerConfig.num_samples)
+    parser.add_argument("--sampler", default="heuristic", choices=sorted(SAMPLERS))
+    parser.add_argument("--evaluator", default="none", choices=sorted(EVALUATORS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("grasps.npz"), help="output .npz")
+    parser.add_argument("--image", type=Path, help="also draw the best grasps into this PNG")
+    args = parser.parse_args(argv)
+
+    try:
+        points = load_points(args.cloud)
+    except (OSError, ValueError) as err:
+        print(f"error: cannot read {args.cloud}: {err}", file=sys.stderr)
+        return 2
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=args.num_samples))
+    request = PlanRequest(frame_id=args.frame_id, points_m=points, num_grasps=args.num_grasps, sampler=args.sampler,
+                          evaluator=args.evaluator, seed=args.seed)
+    with tqdm(total=100, unit="%", desc="planning") as bar:
+        def progress(stage: str, fraction: float, best: float) -> None:
+            bar.set_description(stage)
+            bar.update(int(100 * fraction) - bar.n)
+
+        result = planner.plan(request, progress)
+    if not result.success:
+        print(f"error: {result.status.name}: {result.reason}", file=sys.stderr)
+        return 1
+    p = result.planned
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.out, vectors_37d=p.grasps.to_numpy_vector(), pregrasp_joints_rad=p.pregrasp_joints_rad.numpy(),
+             closed_joints_rad=p.closed_joints_rad.numpy(), y_pgs=p.y_pgs.numpy(), y_coll=p.y_coll.numpy(),
+             y_pick=p.y_pick.numpy(), frame_id=p.grasps.frame_id)
+    print(f"{result.reason}; " + ", ".join(f"{k} {v:.2f} s" for k, v in result.timings_s.items()))
+    print(f"wrote {args.out}")
+    if args.image:
+        from getagrip_ros.viz.grasp_image import draw_grasps
+
+        print(f"wrote {draw_grasps(points, p.grasps, planner.hand, args.image)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
