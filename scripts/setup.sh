@@ -9,7 +9,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${GETAGRIP_VENV:-$ROOT/.venv}"
-BUILD="$ROOT/build/getagrip_interfaces"
+BUILD="$VENV/build/getagrip_interfaces"  # apart from colcon's build/ of a workspace
 STAMP="$VENV/.getagrip_setup_stamp"
 TORCH_VERSION="2.13.0+cpu"
 TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
@@ -52,7 +52,7 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   "$PYTHON" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-"${PIP[@]}" install -q --upgrade "pip==25.3" "setuptools==80.9.0" wheel
+"${PIP[@]}" install -q --upgrade "pip==25.3" "setuptools==79.0.1" wheel
 
 # torch: the CPU build. Use a local wheel when the machine has one, else PyTorch's CPU index.
 if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__ != '$TORCH_VERSION')" 2>/dev/null; then
@@ -85,10 +85,10 @@ log "building getagrip_interfaces into the venv"
 rm -rf "$BUILD"; mkdir -p "$BUILD"
 cmake -S "$ROOT/getagrip_interfaces" -B "$BUILD" -G Ninja -Wno-dev \
   -DCMAKE_INSTALL_PREFIX="$VENV" -DCMAKE_PREFIX_PATH="$VENV" \
-  -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF >"$ROOT/build/interfaces_configure.log" 2>&1 \
-  || { tail -30 "$ROOT/build/interfaces_configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)" >"$ROOT/build/interfaces_build.log" 2>&1 \
-  || { tail -30 "$ROOT/build/interfaces_build.log"; exit 1; }
+  -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF >"$BUILD.configure.log" 2>&1 \
+  || { tail -30 "$BUILD.configure.log"; exit 1; }
+cmake --build "$BUILD" -j "$(nproc)" >"$BUILD.build.log" 2>&1 \
+  || { tail -30 "$BUILD.build.log"; exit 1; }
 cmake --install "$BUILD" >/dev/null
 
 # 4. getagrip_ros ----------------------------------------------------------------------------

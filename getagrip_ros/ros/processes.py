@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -21,23 +22,36 @@ def isolated_ros_environment(domain_id: int | None = None, log_dir: str | Path |
 
 
 class NodeProcess:
-    """A node run as ``python -m <module>`` in its own process; a context manager that always stops it.
+    """A node run as ``python -m <module>`` (or any `command`) in its own process; a context manager that always stops it.
 
     Stops with SIGINT, then SIGTERM, then SIGKILL, each after a timeout.
     """
 
     def __init__(self, module: str, args: list[str] | None = None, env: dict[str, str] | None = None,
-                 log_path: str | Path | None = None) -> None:
-        self.module, self.args, self.env = module, list(args or []), env or isolated_ros_environment()
+                 log_path: str | Path | None = None, command: list[str] | None = None,
+                 cwd: str | Path | None = None) -> None:
+        self.env = env or isolated_ros_environment()
+        self.command = command or [sys.executable, "-m", module, *(args or [])]
+        self.cwd = cwd
         self.log_path = Path(log_path) if log_path else Path(self.env["ROS_LOG_DIR"]) / f"{module.rsplit('.', 1)[-1]}.out"
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "NodeProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen([sys.executable, "-m", self.module, *self.args], env=self.env,
-                                        stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(self.command, env=self.env, cwd=self.cwd, stdout=self._log, stderr=subprocess.STDOUT)
         return self
+
+    def wait_for_output(self, text: str, timeout_s: float = 30.0) -> bool:
+        """Wait until the process has printed `text`; False on timeout or if it exited first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if text in self.output():
+                return True
+            if self.process is not None and self.process.poll() is not None:
+                return text in self.output()
+            time.sleep(0.1)
+        return False
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
