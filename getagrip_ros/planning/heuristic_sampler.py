@@ -1,8 +1,11 @@
-"""Geometric grasp sampler: open hand placed around the object, palm facing it, fingers closing inward.
+"""Geometric grasp sampler: an opposed pinch of the object from random directions.
 
-This is the kind of initialisation the Get a Grip data engine starts from (hand outside the object,
-palm toward it, randomised roll and joints); it needs no trained model. Learned samplers (diffusion,
-fixed set) plug into the same planner.
+The palm faces the object from a random direction (palm normal toward the centroid, random roll),
+placed so that the centroid sits in front of the palm between the finger pads and the thumb. The
+object's extent along the finger axis (from the cloud) gives pad targets on its two opposite sides:
+index, middle and ring on the far side, the thumb on the near side; fingertip IK turns them into the
+grasp's joints, and the closing directions squeeze the sides together (d = -/+ palm z). Samples
+whose pads cannot reach the sides are dropped. Nothing is learned: learned samplers replace this.
 """
 
 from __future__ import annotations
@@ -14,22 +17,24 @@ import numpy as np
 import torch
 
 from getagrip_ros.grasp.grasp import Grasp
-from getagrip_ros.robot.allegro import OPEN_HAND_JOINT_ANGLES_RAD, AllegroHand
+from getagrip_ros.robot.allegro import OPEN_HAND_JOINT_ANGLES_RAD, AllegroHand, solve_fingertip_ik
 
 
 @dataclass(frozen=True)
 class HeuristicSamplerConfig:
-    """Where the palm goes relative to the object's surface (palm frame: x = normal, z = fingers)."""
+    """Where the palm goes relative to the object (palm frame: x = normal, y = toward the index, z = fingers)."""
 
     min_elevation_deg: float = -10.0
-    """Lowest approach direction (0 = horizontal approach from the side, 90 = from straight above)."""
+    """Lowest approach direction (0 = from the side, 90 = from straight above)."""
     max_elevation_deg: float = 90.0
-    standoff_m: float = 0.06
-    """Distance along the palm normal from the palm origin to the object's surface."""
-    finger_offset_m: float = 0.03
-    """Object surface point sits this far along the finger axis (palm z) from the palm origin."""
-    joint_noise_rad: float = 0.1
-    """Uniform noise added to the open-hand joints (clamped to the limits)."""
+    grasp_point_in_palm_m: tuple[float, float, float] = (0.07, 0.0, 0.035)
+    """Where the object centroid sits in the palm frame: in front of the palm, between fingers and thumb."""
+    palm_clearance_m: float = 0.02
+    """For large objects the palm backs off so that its origin stays this far out of the object's surface."""
+    finger_spread_m: float = 0.03
+    """Pad targets of the index and ring fingers sit this far to either side of the middle finger's."""
+    max_pad_error_m: float = 0.01
+    """Drop samples whose fingertip pads end further than this from their targets (object too large)."""
     min_table_clearance_m: float = 0.02
     """Drop samples whose palm origin is lower than this above the table (z = 0)."""
     max_points: int = 2048
@@ -68,18 +73,31 @@ def sample_heuristic_grasps(points_m: np.ndarray, num_grasps: int, hand: Allegro
     radial = (rel - along[..., None] * approach[:, None]).norm(dim=-1)
     along = torch.where(radial < 0.02, along, torch.full_like(along, -1e9))
     surface = along.max(1).values.clamp_min(0.0)
-    surface_point = centroid + surface[:, None] * approach
-    position = surface_point - config.standoff_m * palm_normal - config.finger_offset_m * finger_axis
+    gx, gy, gz = config.grasp_point_in_palm_m
+    distance = torch.maximum(torch.full_like(surface, gx), surface + config.palm_clearance_m)
+    position = centroid + distance[:, None] * approach - gy * palm_y - gz * finger_axis
 
-    q = hand.tensor(np.tile(OPEN_HAND_JOINT_ANGLES_RAD, (num_grasps, 1))).to(dtype)
-    q = q + (torch.rand(q.shape, generator=generator, dtype=dtype) * 2 - 1) * config.joint_noise_rad
-    q = torch.maximum(torch.minimum(q, hand.upper_limits_rad.to(dtype)), hand.lower_limits_rad.to(dtype))
+    # half-extent of the object along the finger axis, in a 3 cm tube around the palm's grasp line
+    rel_z = (rel * finger_axis[:, None]).sum(-1)  # (G, N)
+    off_axis = (rel - rel_z[..., None] * finger_axis[:, None]).norm(dim=-1)
+    rel_z = torch.where(off_axis < 0.03, rel_z, torch.zeros_like(rel_z))
+    far, near = rel_z.max(1).values, rel_z.min(1).values  # (G,) sides along +z / -z from the centroid
 
-    # fingertips close toward the object centroid
-    tips_palm = hand.contact_positions(q.to(hand.dtype)).to(dtype)
-    tips_frame = (R[:, None] @ tips_palm[..., None]).squeeze(-1) + position[:, None]
-    directions = centroid - tips_frame
-    directions = directions / directions.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+    # pads on the two sides (palm frame), joints by fingertip IK from the open hand
+    c_palm = torch.stack([distance, torch.full_like(distance, gy), torch.full_like(distance, gz)], 1)
+    spread = torch.tensor([config.finger_spread_m, 0.0, -config.finger_spread_m, 0.0], dtype=dtype)
+    side = torch.stack([far, far, far, near], 1)
+    targets = c_palm[:, None].repeat(1, 4, 1)
+    targets[..., 1] += spread
+    targets[..., 2] += side
+    q_open = hand.tensor(np.tile(OPEN_HAND_JOINT_ANGLES_RAD, (num_grasps, 1)))
+    ik = solve_fingertip_ik(hand, q_open, targets.to(hand.dtype))
+    q = ik.joint_angles_rad.to(dtype)
 
-    keep = position[:, 2] >= config.min_table_clearance_m
+    # the fingers squeeze toward the thumb, the thumb toward the fingers
+    directions = -finger_axis[:, None, :].repeat(1, 4, 1)
+    directions[:, 3] = finger_axis
+    reachable = (ik.residual_m <= config.max_pad_error_m).all(1)
+
+    keep = (position[:, 2] >= config.min_table_clearance_m) & reachable
     return Grasp(position[keep], R[keep], q[keep], directions[keep], frame_id=frame_id)

@@ -247,6 +247,7 @@ class SimWorld:
         mocap = self.model.body(LEFT_OPTICAL_FRAME).mocapid[0]
         self.data.mocap_pos[mocap], self.data.mocap_quat[mocap] = T_world_camera[:3, 3], quat
         mujoco.mj_kinematics(self.model, self.data)
+        mujoco.mj_camlight(self.model, self.data)  # camera poses are computed apart from body poses
 
     def render(self, camera: CameraConfig | None = None) -> CameraFrame:
         """RGB, depth and object mask from the wrist camera at its current pose."""
