@@ -79,7 +79,7 @@ def main() -> None:
               f"(the rest end at joint limits)")
 
     t_plan = best_time(lambda: planner.plan(PlanRequest(points_m=points, num_grasps=40)), repeat=2)
-    print(f"plan (heuristic, 3200 samples -> cable filter -> 40 grasps + closing targets): {t_plan:.2f} s")
+    print(f"plan (pinch sampler, {planner.config.num_samples} samples -> cable filter -> 40 grasps + closing targets): {t_plan:.2f} s")
 
 
 if __name__ == "__main__":
