@@ -11,7 +11,6 @@ import collections
 import time
 
 from getagrip_ros.demo import capture_object_cloud
-from getagrip_ros.grasp.closing import closing_targets
 from getagrip_ros.objects.catalog import list_objects
 from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.planning.planner import GraspPlanner, PlanRequest

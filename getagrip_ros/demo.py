@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         hand = AllegroHand()
         targets = closing_targets(hand, grasps)
         trials = []
-        print(f"[demo] trying each grasp in the physics (approach -> close -> lift 20 cm):")
+        print("[demo] trying each grasp in the physics (approach -> close -> lift 20 cm):")
         for i in range(len(grasps)):
             trial = run_grasp_trial(world, grasps.T_frame_palm[i].numpy(), targets.pregrasp.joint_angles_rad[i].numpy(),
                                     targets.closed.joint_angles_rad[i].numpy())

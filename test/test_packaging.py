@@ -6,7 +6,6 @@ import importlib.util
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 

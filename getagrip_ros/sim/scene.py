@@ -156,30 +156,26 @@ def build_scene(config: SceneConfig = SceneConfig()) -> mujoco.MjSpec:
                    pos=list(config.table_centre_m), rgba=[0.55, 0.45, 0.35, 1], friction=[config.friction, 0.005, 0.0001],
                    contype=TABLE_BIT, conaffinity=ROBOT_BIT | OBJECT_BIT, condim=4)
 
-    hand_links, hand_joints = hand_parts()
-    gains = {n: (kp, kd, 0.0) for n, kp, kd in zip(HAND_JOINT_NAMES, config.gains.hand_kp, config.gains.hand_kd)}
-    gains.update({n: (kp, kd, 0.0) for n, kp, kd in zip(ARM_JOINT_NAMES, config.gains.arm_kp, config.gains.arm_kd)})
+    links, joints = hand_parts()
     if config.robot == "arm":
         arm_links, arm_joints = arm_parts()
-        links = {link.name: link for link in arm_links + hand_links}
-        joints = arm_joints + hand_joints
-        efforts = {j.name: j.effort_nm for j in joints if j.axis is not None}
-        gains = {n: (kp, kd, efforts[n]) for n, (kp, kd, _) in gains.items()}
+        links, joints = arm_links + links, arm_joints + joints
+    links = {link.name: link for link in links}
+    g = config.gains
+    kp_kd = dict(zip(ARM_JOINT_NAMES + HAND_JOINT_NAMES, zip(g.arm_kp + g.hand_kp, g.arm_kd + g.hand_kd)))
+    gains = {j.name: (*kp_kd[j.name], j.effort_nm) for j in joints if j.axis is not None}
+    if config.robot == "arm":
         base = world.add_body(name=BASE_LINK)
         _set_inertial(base, links[BASE_LINK])
-        bodies = _add_tree(spec, base, BASE_LINK, links, joints, config, gains)
-        optical = bodies[LEFT_OPTICAL_FRAME]
+        optical = _add_tree(spec, base, BASE_LINK, links, joints, config, gains)[LEFT_OPTICAL_FRAME]
     else:
-        links = {link.name: link for link in hand_links}
-        efforts = {j.name: j.effort_nm for j in hand_joints if j.axis is not None}
-        gains = {n: (kp, kd, efforts[n]) for n, (kp, kd, _) in gains.items() if n in efforts}
-        target = world.add_body(name=WRIST_MOCAP, mocap=True, pos=[0.5, 0.0, 0.4])
+        world.add_body(name=WRIST_MOCAP, mocap=True, pos=[0.5, 0.0, 0.4])
         palm = world.add_body(name=PALM_LINK, pos=[0.5, 0.0, 0.4])
         palm.add_freejoint(name="wrist")
         palm.gravcomp = 1.0 if config.gains.gravity_compensation else 0.0
         _set_inertial(palm, links[PALM_LINK])
         _add_link_geoms(palm, links[PALM_LINK], config.friction)
-        _add_tree(spec, palm, PALM_LINK, links, hand_joints, config, gains)
+        _add_tree(spec, palm, PALM_LINK, links, joints, config, gains)
         # The wrist follows the commanded pose through a stiff weld (the arm's role); object contacts stay physical.
         weld = spec.add_equality(type=mujoco.mjtEq.mjEQ_WELD, name1=PALM_LINK, name2=WRIST_MOCAP,
                                  objtype=mujoco.mjtObj.mjOBJ_BODY, solref=[0.01, 1.0])

@@ -174,14 +174,19 @@ class SimWorld:
                 "object": None if self.object is None else self.object.name, "mujoco": mujoco.__version__}
 
     # -- motion ------------------------------------------------------------------------------
+    def _set_mocap(self, body: str, T_world_body: np.ndarray) -> np.ndarray:
+        """Place a mocap body; returns its quaternion (w, x, y, z)."""
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, np.ascontiguousarray(T_world_body[:3, :3], dtype=float).reshape(-1))
+        mocap = self.model.body(body).mocapid[0]
+        self.data.mocap_pos[mocap], self.data.mocap_quat[mocap] = T_world_body[:3, 3], quat
+        return quat
+
     def set_wrist_pose(self, T_world_palm: np.ndarray, teleport: bool = False) -> None:
         """Floating hand: command the wrist (palm_link) pose; teleport also moves the hand there now."""
         if self.config.robot != "floating_hand":
             raise RuntimeError("set_wrist_pose needs the floating-hand world")
-        quat = np.zeros(4)
-        mujoco.mju_mat2Quat(quat, np.ascontiguousarray(T_world_palm[:3, :3]).reshape(-1))
-        mocap = self.model.body(WRIST_MOCAP).mocapid[0]
-        self.data.mocap_pos[mocap], self.data.mocap_quat[mocap] = T_world_palm[:3, 3], quat
+        quat = self._set_mocap(WRIST_MOCAP, T_world_palm)
         if teleport:
             adr = self.model.joint("wrist").qposadr[0]
             self.data.qpos[adr : adr + 3], self.data.qpos[adr + 3 : adr + 7] = T_world_palm[:3, 3], quat
@@ -242,10 +247,7 @@ class SimWorld:
         """Floating-hand world: place the free wrist camera (ROS optical frame pose)."""
         if self.config.robot != "floating_hand":
             raise RuntimeError("the arm world's camera is fixed to the wrist; move the arm instead")
-        quat = np.zeros(4)
-        mujoco.mju_mat2Quat(quat, np.ascontiguousarray(T_world_camera[:3, :3]).reshape(-1))
-        mocap = self.model.body(LEFT_OPTICAL_FRAME).mocapid[0]
-        self.data.mocap_pos[mocap], self.data.mocap_quat[mocap] = T_world_camera[:3, 3], quat
+        self._set_mocap(LEFT_OPTICAL_FRAME, T_world_camera)
         mujoco.mj_kinematics(self.model, self.data)
         mujoco.mj_camlight(self.model, self.data)  # camera poses are computed apart from body poses
 

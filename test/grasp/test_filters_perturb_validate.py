@@ -3,12 +3,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy.spatial.transform import Rotation
 
 from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask
 from getagrip_ros.grasp.grasp import Grasp, GraspValidationError
 from getagrip_ros.grasp.perturb import LABEL_NOISE, PerturbationConfig, perturb_grasps
-from getagrip_ros.grasp.rotations import rotation_angle, so3_exp
+from getagrip_ros.grasp.rotations import rotation_angle
 from getagrip_ros.grasp.validate import GraspValidationConfig, validate_grasp
 
 from .test_grasp import random_grasps

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
-from sensor_msgs.msg import PointCloud2
 from visualization_msgs.msg import MarkerArray
 
 from getagrip_interfaces.action import PlanGrasp

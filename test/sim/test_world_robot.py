@@ -79,3 +79,15 @@ def test_floating_hand_wrist_follows_commanded_pose():
         assert np.allclose(world.body_pose("palm_link"), T_up, atol=2e-3)
         with pytest.raises(ValueError, match="no such joints"):
             SimArm(world)
+
+
+def test_actuators_use_the_published_gains_and_torque_limits(world):
+    m = world.model
+    expected = {"fr3_joint1": (600.0, 50.0, 87.0), "fr3_joint7": (50.0, 15.0, 12.0),
+                "joint_1.0": (0.6667, 0.0417, 0.7), "joint_12.0": (0.8333, 0.0417, 0.7)}
+    for name, (kp, kd, torque) in expected.items():
+        a = m.actuator(name)
+        assert a.gainprm[0] == pytest.approx(kp) and -a.biasprm[2] == pytest.approx(kd)
+        assert tuple(a.forcerange) == pytest.approx((-torque, torque))
+    settings = world.physics_settings()
+    assert settings["scene"]["gains"]["arm_kp"][0] == 600.0 and settings["scene"]["friction"] == 0.9
