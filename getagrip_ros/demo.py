@@ -32,7 +32,8 @@ MISSING_STAGES = (
 
 def capture_object_cloud(world, object_height_m: float, xy_m: tuple[float, float], num_views: int = 6) -> np.ndarray:
     """(N, 3) world points of the object from `num_views` wrist-camera poses on a ring around it."""
-    from getagrip_ros.sim.depth_cloud import backproject_object, look_at
+    from getagrip_ros.perception.capture_trajectory import look_at
+    from getagrip_ros.perception.depth_cloud import backproject_object
 
     centre = np.array([xy_m[0], xy_m[1], object_height_m / 2])
     clouds = []
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     from getagrip_ros.objects.mesh_object import prepare_object
     from getagrip_ros.robot.allegro import AllegroHand
     from getagrip_ros.ros.conversions import grasp_msgs_to_core
-    from getagrip_ros.sim.depth_cloud import look_at
+    from getagrip_ros.perception.capture_trajectory import look_at
     from getagrip_ros.sim.grasp_trial import run_grasp_trial
     from getagrip_ros.sim.scene import CameraConfig, SceneConfig
     from getagrip_ros.sim.world import ObjectPlacement, SimWorld

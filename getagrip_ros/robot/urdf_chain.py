@@ -169,6 +169,29 @@ class KinematicTree(torch.nn.Module):
                     J[:, t, :, col] = torch.linalg.cross(axis_root, positions[:, t] - poses[slot][:, :3, 3], dim=-1)
         return positions, J
 
+    def frame_jacobian(self, q: torch.Tensor, target: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pose of one target link and its geometric Jacobian, both in root_link.
+
+        Returns:
+            (B, 4, 4) T_root_target and (B, 6, num_joints): rows 0-2 linear velocity of the target
+            origin, rows 3-5 angular velocity.
+        """
+        poses = self._joint_poses(q)
+        slot = self._target_slot[target]
+        eye = torch.eye(4, dtype=q.dtype, device=q.device).expand(q.shape[0], 4, 4)
+        T = eye if slot < 0 else poses[slot]
+        axes = self.joint_axes.to(q.dtype)
+        J = torch.zeros(q.shape[0], 6, self.num_joints, dtype=q.dtype, device=q.device)
+        for s in self._target_chains[target]:
+            axis_root = poses[s][:, :3, :3] @ axes[s]
+            col = self._q_index[s]
+            if self._type[s] == "prismatic":
+                J[:, :3, col] = axis_root
+            else:
+                J[:, :3, col] = torch.linalg.cross(axis_root, T[:, :3, 3] - poses[s][:, :3, 3], dim=-1)
+                J[:, 3:, col] = axis_root
+        return T, J
+
     def _joint_poses(self, q: torch.Tensor) -> list[torch.Tensor]:
         """Pose in root_link of every joint's child frame (after its motion), in self._order."""
         if q.ndim != 2 or q.shape[1] != self.num_joints:

@@ -9,7 +9,7 @@ from scipy.spatial import ConvexHull
 from getagrip_ros.objects.mesh_object import ObjectSpec, PrepareConfig, prepare_object
 from getagrip_ros.objects.procedural import BoxShape
 from getagrip_ros.robot.allegro import OPEN_HAND_JOINT_ANGLES_RAD, AllegroHand, FingertipIKConfig, solve_fingertip_ik
-from getagrip_ros.sim.depth_cloud import backproject_object
+from getagrip_ros.perception.depth_cloud import backproject_object
 from getagrip_ros.sim.grasp_trial import GraspTrialConfig, run_grasp_trial
 from getagrip_ros.sim.scene import CameraConfig, SceneConfig
 from getagrip_ros.sim.world import ObjectPlacement, SimWorld
