@@ -23,9 +23,6 @@ from getagrip_ros.grasp.rotations import rotation_x
 WORLD_UP = (0.0, 0.0, 1.0)
 WORLD_FORWARD = (1.0, 0.0, 0.0)
 
-#: Object origin of the public code's real-world NeRF frames, in world (metres).
-PUBLIC_OBJECT_ORIGIN_IN_WORLD_M = (0.65, 0.0, 0.0)
-
 
 def T_zup_yup(dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """(4, 4) pose of a y-up frame in the z-up frame with the same origin: Rx(+90 deg)."""

@@ -29,8 +29,6 @@ WONIK_TO_GETAGRIP = np.argsort(GETAGRIP_TO_WONIK)
 
 #: Mean of the public code's 128 fingertip contact candidates, in each fingertip link frame (m).
 MEAN_CONTACT_POINT_IN_TIP_M = (0.0101373, 0.0005761, -0.0000243)
-#: Fingertip collision sphere radius (m).
-FINGERTIP_RADIUS_M = 0.012
 
 #: Open hand used to initialise grasps (Get a Grip ALLEGRO_HAND_DEFAULT_JOINT_ANGLES).
 OPEN_HAND_JOINT_ANGLES_RAD = (0.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 1.4, 0.0, 0.0, 0.0)

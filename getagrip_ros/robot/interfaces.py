@@ -58,12 +58,6 @@ class JointTrajectory:
         """(n,) positions at time t_s (held constant before the first and after the last waypoint)."""
         return np.array([np.interp(t_s, self.times_s, self.positions_rad[:, j]) for j in range(self.positions_rad.shape[1])])
 
-    def max_velocity_rad_s(self) -> np.ndarray:
-        """(n,) largest absolute joint velocity of the piecewise-linear motion."""
-        if len(self.times_s) < 2:
-            return np.zeros(self.positions_rad.shape[1])
-        return np.abs(np.diff(self.positions_rad, axis=0) / np.diff(self.times_s)[:, None]).max(axis=0)
-
 
 @dataclass(frozen=True)
 class JointState:
