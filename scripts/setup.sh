@@ -66,7 +66,8 @@ fi
 
 log "installing pinned Python dependencies"
 "${PIP[@]}" install -q -r "$ROOT/requirements/ros.txt" -r "$ROOT/requirements/python.txt" \
-  -c "$ROOT/requirements/constraints.txt"
+  -r "$ROOT/requirements/nerf.txt" -c "$ROOT/requirements/constraints.txt"
+"${PIP[@]}" install -q --no-deps -r "$ROOT/requirements/nerf-nodeps.txt" -c "$ROOT/requirements/constraints.txt"
 
 # 3. getagrip_interfaces ---------------------------------------------------------------------
 # The ROS wheels carry CMake exports that point at the wheel builder's Python and numpy include

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
-from sensor_msgs.msg import PointCloud2, PointField
+from geometry_msgs.msg import Point, Pose, PoseStamped, Quaternion, Transform, TransformStamped, Vector3
+from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2, PointField
 from std_msgs.msg import Header
 
 from getagrip_interfaces.msg import Grasp as GraspMsg
@@ -135,3 +135,58 @@ def status_msg(code: StatusCode, reason: str) -> Status:
 
 def timings_to_msgs(timings_s: dict[str, float]) -> list[StageTiming]:
     return [StageTiming(stage=k, duration_s=float(v)) for k, v in timings_s.items()]
+
+
+def pose_stamped_from_matrix(T: np.ndarray, frame_id: str, stamp: Time | None = None) -> PoseStamped:
+    """(4, 4) T_frame_x -> geometry_msgs/PoseStamped in frame_id."""
+    return PoseStamped(header=Header(frame_id=frame_id, stamp=stamp or Time()), pose=pose_from_matrix(T))
+
+
+def transform_stamped_from_matrix(T: np.ndarray, parent_frame: str, child_frame: str,
+                                  stamp: Time | None = None) -> TransformStamped:
+    """(4, 4) T_parent_child -> geometry_msgs/TransformStamped (what /tf carries)."""
+    pose = pose_from_matrix(T)
+    p = pose.position
+    return TransformStamped(header=Header(frame_id=parent_frame, stamp=stamp or Time()), child_frame_id=child_frame,
+                            transform=Transform(translation=Vector3(x=p.x, y=p.y, z=p.z), rotation=pose.orientation))
+
+
+def rgb_to_image_msg(rgb: np.ndarray, frame_id: str, stamp: Time | None = None) -> Image:
+    """(H, W, 3) uint8 RGB -> sensor_msgs/Image with encoding rgb8."""
+    rgb = np.ascontiguousarray(rgb)
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ValueError(f"expected an (H, W, 3) uint8 RGB image, got {rgb.shape} {rgb.dtype}")
+    height, width = rgb.shape[:2]
+    msg = Image(header=Header(frame_id=frame_id, stamp=stamp or Time()), height=height, width=width, encoding="rgb8",
+                is_bigendian=0, step=3 * width)
+    msg.data = rgb.tobytes()
+    return msg
+
+
+def image_msg_to_rgb(msg: Image) -> np.ndarray:
+    """sensor_msgs/Image (rgb8 or bgr8) -> (H, W, 3) uint8 RGB; ValueError for other encodings or short data."""
+    if msg.encoding not in ("rgb8", "bgr8"):
+        raise ValueError(f"unsupported image encoding {msg.encoding!r} (rgb8 or bgr8)")
+    if msg.step < 3 * msg.width or len(msg.data) < msg.step * msg.height:
+        raise ValueError(f"image data has {len(msg.data)} bytes, {msg.height} rows x {msg.step} B need {msg.step * msg.height}")
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8, count=msg.step * msg.height).reshape(msg.height, msg.step)
+    image = rows[:, : 3 * msg.width].reshape(msg.height, msg.width, 3)
+    return np.ascontiguousarray(image[..., ::-1] if msg.encoding == "bgr8" else image)
+
+
+def camera_info_msg(K: np.ndarray, width: int, height: int, frame_id: str, stamp: Time | None = None) -> CameraInfo:
+    """sensor_msgs/CameraInfo of an undistorted (rectified) pinhole camera with intrinsics K (pixels)."""
+    K = np.asarray(K, dtype=float)
+    P = np.zeros((3, 4))
+    P[:, :3] = K
+    return CameraInfo(header=Header(frame_id=frame_id, stamp=stamp or Time()), width=int(width), height=int(height),
+                      distortion_model="plumb_bob", d=[0.0] * 5, k=K.reshape(-1).tolist(),
+                      r=np.eye(3).reshape(-1).tolist(), p=P.reshape(-1).tolist())
+
+
+def joint_state_msg(names: tuple[str, ...] | list[str], positions_rad: np.ndarray, velocities_rad_s: np.ndarray,
+                    stamp: Time | None = None) -> JointState:
+    """Joint names, positions and velocities -> sensor_msgs/JointState."""
+    return JointState(header=Header(stamp=stamp or Time()), name=list(names),
+                      position=np.asarray(positions_rad, dtype=float).tolist(),
+                      velocity=np.asarray(velocities_rad_s, dtype=float).tolist())

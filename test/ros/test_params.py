@@ -56,3 +56,22 @@ def test_wrong_parameter_type_is_refused(rclpy_node):
             declare_config(node, GraspPlannerConfig())
     finally:
         node.destroy_node()
+
+
+def test_capture_images_yaml_lists_every_config_field_with_its_default():
+    from getagrip_ros.ros.capture_images_node import CaptureNodeConfig
+
+    params = yaml.safe_load(config_path("capture_images.yaml").read_text())["capture_images"]["ros__parameters"]
+    assert _flatten_yaml(params) == _flatten(CaptureNodeConfig())
+
+
+def test_capture_spiral_parameters_rebuild_the_spiral_config():
+    from getagrip_ros.perception.capture_trajectory import SpiralConfig
+    from getagrip_ros.ros.capture_images_node import SpiralParams
+
+    spiral = SpiralParams().spiral()
+    default = SpiralConfig()
+    assert (spiral.radii_m, spiral.heights_m, spiral.turns, spiral.look_at_height_m) == \
+        (default.radii_m, default.heights_m, default.turns, default.look_at_height_m)
+    with pytest.raises(ValueError, match="one value per spiral"):
+        SpiralParams(radii_m=(0.3, 0.2)).spiral()

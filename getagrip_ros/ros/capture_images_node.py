@@ -1,0 +1,320 @@
+"""`capture_images` action server: moves the wrist camera along spirals around the object and writes a
+nerfstudio dataset (translates CaptureImages goals for the core :func:`getagrip_ros.perception.capture.run_capture`).
+
+Parameters mirror :class:`CaptureNodeConfig` (see config/capture_images.yaml). Backends: ``sim`` (a MuJoCo
+world with the FR3, the wrist camera and one catalog object; between goals its physics runs in real
+time) and ``hardware`` (the FR3 through franky and the ZED 2i; not in this build: goals end
+NOT_IMPLEMENTED). Publishes, per image: ``camera/image_raw`` (sensor_msgs/Image, rgb8) and
+``camera/camera_info`` with frame_id = the camera's optical frame, ``camera/pose``
+(geometry_msgs/PoseStamped, T_world_camera_optical in the world frame) and, when tf2_msgs is
+installed, the same pose on ``/tf``; and ``joint_states`` (sensor_msgs/JointState) of the robot.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image, JointState
+
+from getagrip_interfaces.action import CaptureImages
+from getagrip_ros.perception.capture import CaptureConfig, CaptureRequest, CaptureResult, run_capture
+from getagrip_ros.perception.capture_trajectory import SpiralConfig
+from getagrip_ros.robot.description import LEFT_OPTICAL_FRAME
+from getagrip_ros.ros.conversions import (
+    camera_info_msg,
+    joint_state_msg,
+    pose_stamped_from_matrix,
+    rgb_to_image_msg,
+    status_msg,
+    timings_to_msgs,
+    transform_stamped_from_matrix,
+)
+from getagrip_ros.ros.params import declare_config
+from getagrip_ros.status import StatusCode
+
+try:  # /tf needs tf2_msgs, which is not among the PyPI ROS wheels this venv installs
+    from tf2_msgs.msg import TFMessage
+except ImportError:  # pragma: no cover - depends on the installation
+    TFMessage = None
+
+BACKENDS = ("sim", "hardware")
+HARDWARE_MISSING = ("the 'hardware' backend (FR3 through franky, ZED 2i through pyzed) is not available in this build: "
+                    "the franky arm driver comes in a later issue; use backend 'sim'")
+_SPIRAL = SpiralConfig()
+
+
+@dataclass(frozen=True)
+class SimBackendConfig:
+    """The simulated world of the 'sim' backend."""
+
+    object_name: str = "tabletop20/green_tea"
+    """Catalog object standing on the table (getagrip_ros.objects.catalog)."""
+    object_xy_m: tuple[float, ...] = (0.65, 0.0)
+    """World x, y of the object (Get a Grip puts objects at x = 0.65 m)."""
+    object_yaw_rad: float = 0.0
+    camera_width_px: int = 640
+    camera_height_px: int = 360
+    camera_fy_px: float = 266.5
+    """Focal length in pixels (square pixels, principal point at the image centre)."""
+    object_cache_dir: str = ""
+    """Convex-decomposition cache of the object; "" = ~/.cache/getagrip_ros/convex."""
+
+
+@dataclass(frozen=True)
+class SpiralParams:
+    """The capture spirals (perception.capture_trajectory.SpiralConfig) as flat parameters; the number of
+    images and an optional radius come with each goal."""
+
+    radii_m: tuple[float, ...] = _SPIRAL.radii_m
+    """Horizontal distance from the look-at point, per spiral (a goal's radius_m scales them)."""
+    start_heights_m: tuple[float, ...] = tuple(h[0] for h in _SPIRAL.heights_m)
+    """Camera height above the table at the start of each spiral."""
+    end_heights_m: tuple[float, ...] = tuple(h[1] for h in _SPIRAL.heights_m)
+    """Camera height above the table at the end of each spiral."""
+    turns: float = _SPIRAL.turns
+    """Turns around the object per spiral."""
+    look_at_height_m: float = _SPIRAL.look_at_height_m
+    """The cameras look at the goal's look_at point raised by this much."""
+
+    def spiral(self) -> SpiralConfig:
+        """The SpiralConfig (with one image per spiral; each goal sets num_images); ValueError if inconsistent."""
+        if not (len(self.radii_m) == len(self.start_heights_m) == len(self.end_heights_m)):
+            raise ValueError("spiral: radii_m, start_heights_m and end_heights_m need one value per spiral")
+        return SpiralConfig(num_images=max(1, len(self.radii_m)), radii_m=self.radii_m,
+                            heights_m=tuple(zip(self.start_heights_m, self.end_heights_m)), turns=self.turns,
+                            look_at_height_m=self.look_at_height_m)
+
+
+@dataclass(frozen=True)
+class CaptureNodeConfig:
+    """Parameters of the capture_images node (read at start-up)."""
+
+    backend: str = "sim"
+    """Robot and camera: "sim" (MuJoCo world) or "hardware" (FR3 + ZED 2i; not in this build)."""
+    world_frame: str = "world"
+    """frame_id of the published camera poses (the robot base fr3_link0 is the world frame)."""
+    state_rate_hz: float = 20.0
+    """joint_states rate between goals (the simulated physics advances in real time at this rate)."""
+    publish_camera_tf: bool = True
+    """Also publish world_frame -> camera optical frame on /tf per image (needs tf2_msgs; turn off when a
+    robot_state_publisher publishes the robot's frames)."""
+    sim: SimBackendConfig = field(default_factory=SimBackendConfig)
+    spiral: SpiralParams = field(default_factory=SpiralParams)
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
+
+
+def capture_request_from_goal(goal: CaptureImages.Goal) -> CaptureRequest:
+    """CaptureImages goal -> core request (validated by run_capture)."""
+    p = goal.look_at.point
+    return CaptureRequest(look_at_m=[p.x, p.y, p.z], output_dir=goal.output_dir, frame_id=goal.look_at.header.frame_id,
+                          num_images=int(goal.num_images), radius_m=float(goal.radius_m))
+
+
+class SimBackend:
+    """The simulated robot, camera and object. Every MuJoCo call runs in one worker thread: the
+    renderer's EGL context belongs to the thread that made it current."""
+
+    def __init__(self, config: SimBackendConfig) -> None:
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim")
+        self._last_step_wall = time.monotonic()
+        self.run(self._build, config)
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call fn(*args) in the simulation thread and return its result (exceptions propagate)."""
+        return self._worker.submit(fn, *args).result()
+
+    def _build(self, config: SimBackendConfig) -> None:
+        from getagrip_ros.objects.catalog import object_by_name
+        from getagrip_ros.objects.mesh_object import PrepareConfig, prepare_object
+        from getagrip_ros.sim.robots import SimArm, SimHand
+        from getagrip_ros.sim.scene import CameraConfig, SceneConfig
+        from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+
+        if len(config.object_xy_m) != 2:
+            raise ValueError(f"sim.object_xy_m needs 2 values, got {list(config.object_xy_m)}")
+        obj = prepare_object(object_by_name(config.object_name), PrepareConfig(cache_dir=config.object_cache_dir or None))
+        camera = CameraConfig(config.camera_width_px, config.camera_height_px, config.camera_fy_px)
+        self.world = SimWorld(SceneConfig(robot="arm", camera=camera), obj,
+                              ObjectPlacement(xy_m=tuple(config.object_xy_m), yaw_rad=config.object_yaw_rad))
+        self.arm, self.hand = SimArm(self.world), SimHand(self.world)
+        self.description = f"simulated FR3 and wrist camera, {obj.name} at x, y = {list(config.object_xy_m)} m"
+
+    def camera(self, with_depth: bool):
+        from getagrip_ros.perception.cameras import SimCamera
+
+        return SimCamera(self.world, with_depth=with_depth)
+
+    def joint_state(self):
+        return self.world.joint_state()
+
+    def advance_idle(self):
+        """Between goals: advance the physics to the wall clock (at most 0.2 s at a time); returns the joint state."""
+        now = time.monotonic()
+        steps = int(min(now - self._last_step_wall, 0.2) / self.world.model.opt.timestep)
+        self._last_step_wall = now
+        if steps > 0:
+            self.world.step(steps)
+        return self.world.joint_state()
+
+    def mark_time(self) -> None:
+        """Physics time spent in a goal is not caught up afterwards."""
+        self._last_step_wall = time.monotonic()
+
+    def close(self) -> None:
+        try:
+            self.run(self.world.close)
+        finally:
+            self._worker.shutdown(wait=True)
+
+
+class CaptureImagesNode(Node):
+    def __init__(self) -> None:
+        super().__init__("capture_images")
+        self.config = declare_config(self, CaptureNodeConfig())
+        self._closing = False
+        self._busy = threading.Lock()  # one capture at a time; further goals wait their turn
+        self.backend: SimBackend | None = None
+        self.unavailable: tuple[StatusCode, str] | None = None
+        self.spiral: SpiralConfig | None = None
+        try:
+            self.spiral = self.config.spiral.spiral()
+        except ValueError as err:
+            self.unavailable = (StatusCode.INVALID_GOAL, f"the node's spiral parameters are invalid: {err}")
+        if self.config.backend == "sim":
+            try:
+                self.backend = SimBackend(self.config.sim)
+            except Exception as err:  # noqa: BLE001 - report it with every goal instead of dying
+                reason = f"the simulated world could not be built: {type(err).__name__}: {err}"
+                self.unavailable = (StatusCode.HARDWARE_ERROR, reason)
+        elif self.config.backend == "hardware":
+            self.unavailable = (StatusCode.NOT_IMPLEMENTED, HARDWARE_MISSING)
+        else:
+            self.unavailable = (StatusCode.INVALID_GOAL, f"unknown backend {self.config.backend!r}; known: {list(BACKENDS)}")
+
+        self.image_pub = self.create_publisher(Image, "camera/image_raw", 10)
+        self.info_pub = self.create_publisher(CameraInfo, "camera/camera_info", 10)
+        self.pose_pub = self.create_publisher(PoseStamped, "camera/pose", 10)
+        self.state_pub = self.create_publisher(JointState, "joint_states", 10)
+        self.tf_pub = (self.create_publisher(TFMessage, "/tf", 100)
+                       if TFMessage is not None and self.config.publish_camera_tf else None)
+        group = ReentrantCallbackGroup()
+        self.server = ActionServer(self, CaptureImages, "capture_images", execute_callback=self.execute,
+                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
+                                   cancel_callback=lambda goal_handle: CancelResponse.ACCEPT, callback_group=group)
+        if self.backend is not None and self.config.state_rate_hz > 0:
+            self.create_timer(1.0 / self.config.state_rate_hz, self._idle_tick, callback_group=group)
+        if self.unavailable is None:
+            tf = "on" if self.tf_pub else "off (tf2_msgs is not installed)" if TFMessage is None else "off"
+            self.get_logger().info(f"capture_images ready ({self.backend.description}; camera pose on /tf: {tf})")
+        else:
+            self.get_logger().error(f"capture_images ready, but every goal will fail: {self.unavailable[1]}")
+
+    # -- publishing ------------------------------------------------------------------------------
+    def _publish_state(self, state) -> None:
+        self.state_pub.publish(joint_state_msg(state.joint_names, state.positions_rad, state.velocities_rad_s,
+                                               self.get_clock().now().to_msg()))
+
+    def _idle_tick(self) -> None:
+        if self._closing or not self._busy.acquire(blocking=False):
+            return
+        try:
+            state = self.backend.run(self.backend.advance_idle)
+        finally:
+            self._busy.release()
+        self._publish_state(state)
+
+    def _publish_image(self, image, T_world_camera: np.ndarray, stamp) -> PoseStamped:
+        height, width = image.rgb.shape[:2]
+        self.image_pub.publish(rgb_to_image_msg(image.rgb, LEFT_OPTICAL_FRAME, stamp))
+        self.info_pub.publish(camera_info_msg(image.K, width, height, LEFT_OPTICAL_FRAME, stamp))
+        pose = pose_stamped_from_matrix(T_world_camera, self.config.world_frame, stamp)
+        self.pose_pub.publish(pose)
+        if self.tf_pub is not None:
+            self.tf_pub.publish(TFMessage(transforms=[transform_stamped_from_matrix(
+                T_world_camera, self.config.world_frame, LEFT_OPTICAL_FRAME, stamp)]))
+        return pose
+
+    # -- the action ------------------------------------------------------------------------------
+    def execute(self, goal_handle) -> CaptureImages.Result:
+        if self.unavailable is not None:
+            outcome = CaptureResult(*self.unavailable, None)
+        else:
+            with self._busy:
+                try:
+                    outcome = self.backend.run(self._capture, goal_handle, goal_handle.request)
+                except Exception as err:  # noqa: BLE001 - the node keeps serving
+                    outcome = CaptureResult(StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}", None)
+                self.backend.mark_time()
+        result = CaptureImages.Result(status=status_msg(outcome.status, outcome.reason),
+                                      dataset_dir=str(outcome.dataset_dir or ""), num_captured=outcome.num_captured,
+                                      num_unreachable=outcome.num_unreachable, num_skipped=len(outcome.skipped),
+                                      timings=timings_to_msgs(outcome.timings_s))
+        if outcome.success:
+            goal_handle.succeed()
+            self.get_logger().info(f"capture_images: SUCCEEDED: {outcome.reason}")
+            return result
+        if outcome.status == StatusCode.CANCELED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.abort()
+        self.get_logger().warning(f"capture_images: {outcome.status.name}: {outcome.reason}")
+        return result
+
+    def _capture(self, goal_handle, goal: CaptureImages.Goal) -> CaptureResult:
+        """Runs in the simulation thread."""
+        backend = self.backend
+
+        def on_image(index: int, total: int, image, T_world_camera: np.ndarray) -> None:
+            stamp = self.get_clock().now().to_msg()
+            pose = self._publish_image(image, T_world_camera, stamp)
+            goal_handle.publish_feedback(CaptureImages.Feedback(num_captured=index + 1, num_planned=total, camera_pose=pose))
+            self._publish_state(backend.joint_state())
+
+        try:
+            request = capture_request_from_goal(goal)
+        except (ValueError, TypeError) as err:
+            return CaptureResult(StatusCode.INVALID_GOAL, f"malformed goal: {err}", None)
+        outcome = run_capture(backend.arm, backend.camera(bool(goal.with_depth)), request, self.spiral,
+                              self.config.capture, on_image=on_image,
+                              should_stop=lambda: self._closing or goal_handle.is_cancel_requested, hand=backend.hand)
+        self._publish_state(backend.joint_state())
+        return outcome
+
+    def close(self) -> None:
+        """Stop a running capture (the arm stops) and release the simulation."""
+        self._closing = True
+        if self.backend is not None:
+            with self._busy:
+                self.backend.close()
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = CaptureImagesNode()
+        executor = MultiThreadedExecutor(num_threads=4)  # a running capture blocks one; cancels need another
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.close()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""`extract_object` action server: NeRF or depth images -> cloud, BPS, mesh, object frame (thin wrapper of
+perception.extract). Publishes the cloud (latched PointCloud2 on ``object_cloud``) and a mesh marker.
+
+Parameters mirror :class:`ExtractObjectNodeConfig` (see config/extract_object.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geometry_msgs.msg import Point, PointStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import PointCloud2
+from std_msgs.msg import Header
+from visualization_msgs.msg import Marker
+
+from getagrip_interfaces.action import ExtractObject
+from getagrip_ros.perception.extract import ExtractionConfig, extract_object, representation_summary
+from getagrip_ros.ros.conversions import numpy_to_point_cloud2, pose_stamped_from_matrix, status_msg, timings_to_msgs
+from getagrip_ros.ros.params import declare_config
+from getagrip_ros.ros.spin import spin_node
+from getagrip_ros.status import StageError, StatusCode
+
+WORLD_FRAME = "world"
+
+
+@dataclass(frozen=True)
+class ExtractObjectNodeConfig:
+    backend: str = "depth"
+    """Backend for goals that name none: "depth" (fast, needs depth images) or "nerf"."""
+    device: str = "cpu"
+    """Where NeRF queries run: "cpu" or "cuda"."""
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
+
+
+class ExtractObjectNode(Node):
+    def __init__(self) -> None:
+        super().__init__("extract_object")
+        self.config = declare_config(self, ExtractObjectNodeConfig())
+        self._busy = threading.Lock()
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.cloud_pub = self.create_publisher(PointCloud2, "object_cloud", latched)
+        self.mesh_pub = self.create_publisher(Marker, "object_mesh", latched)
+        self.server = ActionServer(self, ExtractObject, "extract_object", execute_callback=self.execute,
+                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
+                                   cancel_callback=lambda goal_handle: CancelResponse.ACCEPT,
+                                   callback_group=ReentrantCallbackGroup())
+        self.get_logger().info(f"extract_object ready (default backend {self.config.backend})")
+
+    def execute(self, goal_handle) -> ExtractObject.Result:
+        goal, result = goal_handle.request, ExtractObject.Result()
+
+        def progress(stage: str, fraction: float) -> None:
+            if goal_handle.is_cancel_requested:
+                raise StageError(StatusCode.CANCELED, f"extraction cancelled before {stage}")
+            goal_handle.publish_feedback(ExtractObject.Feedback(stage=stage, progress=float(fraction)))
+
+        try:
+            if not goal.output_dir:
+                raise StageError(StatusCode.INVALID_GOAL, "output_dir must be given")
+            with self._busy:
+                rep = extract_object(goal.backend or self.config.backend, goal.output_dir, goal.nerf_config_path,
+                                     goal.dataset_dir, self.config.extraction, self.config.device, progress)
+        except StageError as err:
+            return self._end(goal_handle, result, err.code, err.reason)
+        except Exception as err:  # a failed sub-step must not take the node down
+            return self._end(goal_handle, result, StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}")
+        stamp = self.get_clock().now().to_msg()
+        header = Header(frame_id=WORLD_FRAME, stamp=stamp)
+        result.point_cloud = numpy_to_point_cloud2(rep.points_world_m, WORLD_FRAME, stamp)
+        result.bps = rep.bps.distances_m.astype(float).tolist()
+        result.bps_origin = PointStamped(header=header, point=Point(x=float(rep.bps.origin_world_m[0]),
+                                                                    y=float(rep.bps.origin_world_m[1]),
+                                                                    z=float(rep.bps.origin_world_m[2])))
+        result.object_frame = pose_stamped_from_matrix(rep.T_world_object, WORLD_FRAME, stamp)
+        c = rep.centroid_world_m
+        result.centroid = PointStamped(header=header, point=Point(x=float(c[0]), y=float(c[1]), z=float(c[2])))
+        result.mesh_path = str(rep.mesh_path or "")
+        result.mesh_watertight = bool(rep.mesh.is_watertight)
+        result.timings = timings_to_msgs(rep.timings_s)
+        summary = representation_summary(rep)
+        (Path(goal.output_dir) / "object.json").write_text(json.dumps(summary, indent=1))
+        self.cloud_pub.publish(result.point_cloud)
+        self.mesh_pub.publish(self._mesh_marker(rep, header))
+        return self._end(goal_handle, result, StatusCode.SUCCEEDED,
+                         f"{rep.backend}: {len(rep.points_world_m)} points, mesh {len(rep.mesh.faces)} faces"
+                         f"{' (watertight)' if rep.mesh.is_watertight else ''}")
+
+    @staticmethod
+    def _mesh_marker(rep, header: Header) -> Marker:
+        marker = Marker(header=header, ns="object_mesh", id=0, type=Marker.TRIANGLE_LIST, action=Marker.ADD)
+        marker.pose.orientation.w = 1.0
+        marker.scale.x = marker.scale.y = marker.scale.z = 1.0
+        marker.color.r, marker.color.g, marker.color.b, marker.color.a = 0.2, 0.6, 0.9, 0.8
+        triangles = rep.mesh.vertices[rep.mesh.faces].reshape(-1, 3)
+        marker.points = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in triangles]
+        return marker
+
+    def _end(self, goal_handle, result: ExtractObject.Result, code: StatusCode, reason: str) -> ExtractObject.Result:
+        result.status = status_msg(code, reason)
+        {StatusCode.SUCCEEDED: goal_handle.succeed, StatusCode.CANCELED: goal_handle.canceled}.get(code, goal_handle.abort)()
+        self.get_logger().info(f"extract_object: {code.name}: {reason}")
+        return result
+
+
+def main(args: list[str] | None = None) -> None:
+    spin_node(ExtractObjectNode, args)
+
+
+if __name__ == "__main__":
+    main()

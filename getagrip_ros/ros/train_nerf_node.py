@@ -1,0 +1,89 @@
+"""`train_nerf` action server: trains nerfacto on a captured dataset (thin wrapper of perception.nerf.train).
+
+Parameters: ``profile`` ("cpu" or "paper", used when a goal leaves it empty) and ``device``.
+Feedback every iteration (loss, PSNR); cancel stops training between iterations (nothing is saved).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+
+from getagrip_interfaces.action import TrainNerf
+from getagrip_ros.perception.nerf.config import NERF_PROFILES, nerf_profile
+from getagrip_ros.ros.conversions import status_msg, timings_to_msgs
+from getagrip_ros.ros.params import declare_config
+from getagrip_ros.ros.spin import spin_node
+from getagrip_ros.status import StageError, StatusCode
+
+
+@dataclass(frozen=True)
+class TrainNerfNodeConfig:
+    profile: str = "cpu"
+    """Profile for goals that name none: "cpu" (minutes on 2 cores) or "paper" (as published; use a GPU)."""
+    device: str = "cpu"
+    """"cpu" or "cuda"."""
+
+
+class TrainNerfNode(Node):
+    def __init__(self) -> None:
+        super().__init__("train_nerf")
+        self.config = declare_config(self, TrainNerfNodeConfig())
+        self._busy = threading.Lock()  # one training at a time
+        self.server = ActionServer(self, TrainNerf, "train_nerf", execute_callback=self.execute,
+                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
+                                   cancel_callback=lambda goal_handle: CancelResponse.ACCEPT,
+                                   callback_group=ReentrantCallbackGroup())
+        self.get_logger().info(f"train_nerf ready (profile {self.config.profile}, device {self.config.device})")
+
+    def execute(self, goal_handle) -> TrainNerf.Result:
+        goal, result = goal_handle.request, TrainNerf.Result()
+        try:
+            if not goal.dataset_dir or not goal.output_dir:
+                raise StageError(StatusCode.INVALID_GOAL, "dataset_dir and output_dir must both be given")
+            profile = goal.profile or self.config.profile
+            if profile not in NERF_PROFILES:
+                raise StageError(StatusCode.INVALID_GOAL, f"unknown profile {profile!r}; use one of {sorted(NERF_PROFILES)}")
+            overrides = {"seed": int(goal.seed), "device": self.config.device}
+            if goal.num_iterations:
+                overrides["num_iterations"] = int(goal.num_iterations)
+            config = nerf_profile(profile, **overrides)
+            from getagrip_ros.perception.nerf.train import train_nerf  # imports nerfstudio on first use
+
+            def feedback(p) -> None:
+                goal_handle.publish_feedback(TrainNerf.Feedback(iteration=p.iteration, num_iterations=p.num_iterations,
+                                                                loss=p.loss, psnr_db=p.psnr_db))
+
+            with self._busy:
+                trained = train_nerf(Path(goal.dataset_dir), Path(goal.output_dir), config, feedback,
+                                     lambda: goal_handle.is_cancel_requested)
+        except StageError as err:
+            return self._end(goal_handle, result, err.code, err.reason)
+        except Exception as err:  # a failed sub-step must not take the node down
+            return self._end(goal_handle, result, StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}")
+        result.config_path = str(trained.config_path)
+        result.final_psnr_db, result.eval_psnr_db = trained.train_psnr_db, trained.eval_psnr_db
+        result.timings = timings_to_msgs({"train": trained.train_time_s})
+        return self._end(goal_handle, result, StatusCode.SUCCEEDED,
+                         f"{trained.num_iterations} iterations ({dataclasses.asdict(config)['train_rays_per_batch']} "
+                         f"rays each), held-out PSNR {trained.eval_psnr_db:.1f} dB")
+
+    def _end(self, goal_handle, result: TrainNerf.Result, code: StatusCode, reason: str) -> TrainNerf.Result:
+        result.status = status_msg(code, reason)
+        {StatusCode.SUCCEEDED: goal_handle.succeed, StatusCode.CANCELED: goal_handle.canceled}.get(code, goal_handle.abort)()
+        self.get_logger().info(f"train_nerf: {code.name}: {reason}")
+        return result
+
+
+def main(args: list[str] | None = None) -> None:
+    spin_node(TrainNerfNode, args)
+
+
+if __name__ == "__main__":
+    main()
