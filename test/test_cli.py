@@ -1,7 +1,11 @@
-"""The planning CLI: file in, grasps (and a picture) out; bad files give an error, not a traceback."""
+"""The planning and perception CLIs: files in, files out; bad input gives an error, not a traceback."""
+
+import json
 
 import numpy as np
+import pytest
 
+from getagrip_ros.cli import perception
 from getagrip_ros.cli.plan_grasps import main
 from getagrip_ros.objects.primitives import box_surface_points
 
@@ -23,3 +27,28 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     assert "INVALID_GOAL" in capsys.readouterr().err
     assert main([str(tmp_path / "missing.npy")]) == 2
     assert main([str(tmp_path / "few.ply")]) == 2
+
+
+def test_perception_cli_extracts_the_object_from_depth_images(mug_datasets, tmp_path, capsys):
+    out = tmp_path / "obj"
+    code = perception.main(["extract", "--backend", "depth", "--dataset", str(mug_datasets / "mug"), "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    cloud, bps = np.load(out / "object_cloud.npy"), np.load(out / "bps.npy")
+    assert cloud.ndim == 2 and cloud.shape[1] == 3 and len(cloud) > 100 and np.isfinite(cloud).all()
+    assert bps.shape == (4096,) and (bps >= 0).all()
+    summary = json.loads((out / "object.json").read_text())
+    assert summary["backend"] == "depth" and summary["num_points"] == len(cloud)
+    assert (out / "object_mesh.obj").is_file() and summary["mesh_path"] == str(out / "object_mesh.obj")
+    assert json.loads(capsys.readouterr().out) == summary
+
+
+@pytest.mark.parametrize("dataset, reason", [
+    ("missing", "INVALID_GOAL: cannot read the capture dataset"),
+    ("mug_rgb_only", "INVALID_GOAL: the depth backend needs depth images"),
+])
+def test_perception_cli_reports_bad_input(mug_datasets, tmp_path, capsys, dataset, reason):
+    code = perception.main(["extract", "--backend", "depth", "--dataset", str(mug_datasets / dataset),
+                            "--out", str(tmp_path / "obj")])
+    err = capsys.readouterr().err
+    assert code != 0 and f"error: {reason}" in err, err
+    assert "Traceback" not in err and not (tmp_path / "obj" / "object.json").exists()

@@ -20,11 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PoseStamped
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
@@ -32,16 +29,17 @@ from getagrip_interfaces.action import CaptureImages
 from getagrip_ros.perception.capture import CaptureConfig, CaptureRequest, CaptureResult, run_capture
 from getagrip_ros.perception.capture_trajectory import SpiralConfig
 from getagrip_ros.robot.description import LEFT_OPTICAL_FRAME
+from getagrip_ros.ros.actions import accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import (
     camera_info_msg,
     joint_state_msg,
     pose_stamped_from_matrix,
     rgb_to_image_msg,
-    status_msg,
     timings_to_msgs,
     transform_stamped_from_matrix,
 )
 from getagrip_ros.ros.params import declare_config
+from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.status import StatusCode
 
 try:  # /tf needs tf2_msgs, which is not among the PyPI ROS wheels this venv installs
@@ -210,9 +208,7 @@ class CaptureImagesNode(Node):
         self.tf_pub = (self.create_publisher(TFMessage, "/tf", 100)
                        if TFMessage is not None and self.config.publish_camera_tf else None)
         group = ReentrantCallbackGroup()
-        self.server = ActionServer(self, CaptureImages, "capture_images", execute_callback=self.execute,
-                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
-                                   cancel_callback=lambda goal_handle: CancelResponse.ACCEPT, callback_group=group)
+        self.server = accepting_action_server(self, CaptureImages, "capture_images", self.execute, group)
         if self.backend is not None and self.config.state_rate_hz > 0:
             self.create_timer(1.0 / self.config.state_rate_hz, self._idle_tick, callback_group=group)
         if self.unavailable is None:
@@ -257,20 +253,10 @@ class CaptureImagesNode(Node):
                 except Exception as err:  # noqa: BLE001 - the node keeps serving
                     outcome = CaptureResult(StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}", None)
                 self.backend.mark_time()
-        result = CaptureImages.Result(status=status_msg(outcome.status, outcome.reason),
-                                      dataset_dir=str(outcome.dataset_dir or ""), num_captured=outcome.num_captured,
+        result = CaptureImages.Result(dataset_dir=str(outcome.dataset_dir or ""), num_captured=outcome.num_captured,
                                       num_unreachable=outcome.num_unreachable, num_skipped=len(outcome.skipped),
                                       timings=timings_to_msgs(outcome.timings_s))
-        if outcome.success:
-            goal_handle.succeed()
-            self.get_logger().info(f"capture_images: SUCCEEDED: {outcome.reason}")
-            return result
-        if outcome.status == StatusCode.CANCELED and goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        else:
-            goal_handle.abort()
-        self.get_logger().warning(f"capture_images: {outcome.status.name}: {outcome.reason}")
-        return result
+        return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
     def _capture(self, goal_handle, goal: CaptureImages.Goal) -> CaptureResult:
         """Runs in the simulation thread."""
@@ -301,19 +287,7 @@ class CaptureImagesNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = CaptureImagesNode()
-        executor = MultiThreadedExecutor(num_threads=4)  # a running capture blocks one; cancels need another
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.close()
-        rclpy.try_shutdown()
+    spin_node(CaptureImagesNode, args)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geometry_msgs.msg import Point, PointStamped
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import PointCloud2
@@ -22,7 +20,8 @@ from visualization_msgs.msg import Marker
 
 from getagrip_interfaces.action import ExtractObject
 from getagrip_ros.perception.extract import ExtractionConfig, extract_object, representation_summary
-from getagrip_ros.ros.conversions import numpy_to_point_cloud2, pose_stamped_from_matrix, status_msg, timings_to_msgs
+from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.ros.conversions import numpy_to_point_cloud2, pose_stamped_from_matrix, timings_to_msgs
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.status import StageError, StatusCode
@@ -47,10 +46,7 @@ class ExtractObjectNode(Node):
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.cloud_pub = self.create_publisher(PointCloud2, "object_cloud", latched)
         self.mesh_pub = self.create_publisher(Marker, "object_mesh", latched)
-        self.server = ActionServer(self, ExtractObject, "extract_object", execute_callback=self.execute,
-                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
-                                   cancel_callback=lambda goal_handle: CancelResponse.ACCEPT,
-                                   callback_group=ReentrantCallbackGroup())
+        self.server = accepting_action_server(self, ExtractObject, "extract_object", self.execute)
         self.get_logger().info(f"extract_object ready (default backend {self.config.backend})")
 
     def execute(self, goal_handle) -> ExtractObject.Result:
@@ -68,9 +64,9 @@ class ExtractObjectNode(Node):
                 rep = extract_object(goal.backend or self.config.backend, goal.output_dir, goal.nerf_config_path,
                                      goal.dataset_dir, self.config.extraction, self.config.device, progress)
         except StageError as err:
-            return self._end(goal_handle, result, err.code, err.reason)
-        except Exception as err:  # a failed sub-step must not take the node down
-            return self._end(goal_handle, result, StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}")
+            return end_goal(self, goal_handle, result, err.code, err.reason)
+        except Exception as err:  # noqa: BLE001 - a failed sub-step must not take the node down
+            return end_goal(self, goal_handle, result, StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}")
         stamp = self.get_clock().now().to_msg()
         header = Header(frame_id=WORLD_FRAME, stamp=stamp)
         result.point_cloud = numpy_to_point_cloud2(rep.points_world_m, WORLD_FRAME, stamp)
@@ -88,9 +84,9 @@ class ExtractObjectNode(Node):
         (Path(goal.output_dir) / "object.json").write_text(json.dumps(summary, indent=1))
         self.cloud_pub.publish(result.point_cloud)
         self.mesh_pub.publish(self._mesh_marker(rep, header))
-        return self._end(goal_handle, result, StatusCode.SUCCEEDED,
-                         f"{rep.backend}: {len(rep.points_world_m)} points, mesh {len(rep.mesh.faces)} faces"
-                         f"{' (watertight)' if rep.mesh.is_watertight else ''}")
+        return end_goal(self, goal_handle, result, StatusCode.SUCCEEDED,
+                        f"{rep.backend}: {len(rep.points_world_m)} points, mesh {len(rep.mesh.faces)} faces"
+                        f"{' (watertight)' if rep.mesh.is_watertight else ''}")
 
     @staticmethod
     def _mesh_marker(rep, header: Header) -> Marker:
@@ -101,12 +97,6 @@ class ExtractObjectNode(Node):
         triangles = rep.mesh.vertices[rep.mesh.faces].reshape(-1, 3)
         marker.points = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in triangles]
         return marker
-
-    def _end(self, goal_handle, result: ExtractObject.Result, code: StatusCode, reason: str) -> ExtractObject.Result:
-        result.status = status_msg(code, reason)
-        {StatusCode.SUCCEEDED: goal_handle.succeed, StatusCode.CANCELED: goal_handle.canceled}.get(code, goal_handle.abort)()
-        self.get_logger().info(f"extract_object: {code.name}: {reason}")
-        return result
 
 
 def main(args: list[str] | None = None) -> None:

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import threading
 
-import rclpy
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from visualization_msgs.msg import MarkerArray
 
 from getagrip_interfaces.action import PlanGrasp
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, PlanRequest
-from getagrip_ros.ros.conversions import planned_grasps_to_msgs, point_cloud2_to_numpy, status_msg, timings_to_msgs
+from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.ros.conversions import planned_grasps_to_msgs, point_cloud2_to_numpy, timings_to_msgs
 from getagrip_ros.ros.markers import grasp_markers
 from getagrip_ros.ros.params import declare_config
+from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.status import StatusCode
 
 
@@ -52,10 +50,7 @@ class PlanGraspNode(Node):
         self._busy = threading.Lock()  # one plan at a time; further goals wait their turn
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.marker_pub = self.create_publisher(MarkerArray, "grasp_markers", latched)
-        self.server = ActionServer(self, PlanGrasp, "plan_grasp", execute_callback=self.execute,
-                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
-                                   cancel_callback=lambda goal_handle: CancelResponse.ACCEPT,
-                                   callback_group=ReentrantCallbackGroup())
+        self.server = accepting_action_server(self, PlanGrasp, "plan_grasp", self.execute)
         self.get_logger().info(f"plan_grasp ready (device {self.config.device}, {self.config.num_samples} samples)")
 
     def execute(self, goal_handle) -> PlanGrasp.Result:
@@ -63,43 +58,24 @@ class PlanGraspNode(Node):
         try:
             request = plan_request_from_goal(goal_handle.request)
         except (ValueError, TypeError) as err:
-            result.status = status_msg(StatusCode.INVALID_GOAL, f"malformed goal: {err}")
-            goal_handle.abort()
-            self.get_logger().warning(result.status.reason)
-            return result
+            return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
 
         def progress(stage: str, fraction: float, best: float) -> None:
             goal_handle.publish_feedback(PlanGrasp.Feedback(stage=stage, progress=float(fraction), best_score=float(best)))
 
         with self._busy:
             outcome = self.planner.plan(request, progress, lambda: goal_handle.is_cancel_requested)
-        result.status = status_msg(outcome.status, outcome.reason)
         result.timings = timings_to_msgs(outcome.timings_s)
         if outcome.success:
             stamp = self.get_clock().now().to_msg()
             result.grasps = planned_grasps_to_msgs(outcome.planned, stamp)
             planned = outcome.planned
             self.marker_pub.publish(grasp_markers(planned.grasps, planned.y_pgs.numpy(), self.planner.hand, stamp))
-            goal_handle.succeed()
-        elif outcome.status == StatusCode.CANCELED:
-            goal_handle.canceled()
-        else:
-            goal_handle.abort()
-        self.get_logger().info(f"plan_grasp: {outcome.status.name}: {outcome.reason}")
-        return result
+        return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    try:
-        node = PlanGraspNode()
-        executor = MultiThreadedExecutor()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        rclpy.try_shutdown()
+    spin_node(PlanGraspNode, args)
 
 
 if __name__ == "__main__":

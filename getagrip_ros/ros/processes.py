@@ -36,7 +36,7 @@ class NodeProcess:
         self.log_path = Path(log_path) if log_path else Path(self.env["ROS_LOG_DIR"]) / f"{module.rsplit('.', 1)[-1]}.out"
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "NodeProcess":
+    def start(self) -> NodeProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(self.command, env=self.env, cwd=self.cwd, stdout=self._log, stderr=subprocess.STDOUT)
@@ -71,7 +71,7 @@ class NodeProcess:
         self._log.close()
         return self.process.returncode
 
-    def __enter__(self) -> "NodeProcess":
+    def __enter__(self) -> NodeProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -6,18 +6,16 @@ Feedback every iteration (loss, PSNR); cancel stops training between iterations 
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 
 from getagrip_interfaces.action import TrainNerf
 from getagrip_ros.perception.nerf.config import NERF_PROFILES, nerf_profile
-from getagrip_ros.ros.conversions import status_msg, timings_to_msgs
+from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.ros.conversions import timings_to_msgs
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.status import StageError, StatusCode
@@ -36,10 +34,7 @@ class TrainNerfNode(Node):
         super().__init__("train_nerf")
         self.config = declare_config(self, TrainNerfNodeConfig())
         self._busy = threading.Lock()  # one training at a time
-        self.server = ActionServer(self, TrainNerf, "train_nerf", execute_callback=self.execute,
-                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
-                                   cancel_callback=lambda goal_handle: CancelResponse.ACCEPT,
-                                   callback_group=ReentrantCallbackGroup())
+        self.server = accepting_action_server(self, TrainNerf, "train_nerf", self.execute)
         self.get_logger().info(f"train_nerf ready (profile {self.config.profile}, device {self.config.device})")
 
     def execute(self, goal_handle) -> TrainNerf.Result:
@@ -64,21 +59,15 @@ class TrainNerfNode(Node):
                 trained = train_nerf(Path(goal.dataset_dir), Path(goal.output_dir), config, feedback,
                                      lambda: goal_handle.is_cancel_requested)
         except StageError as err:
-            return self._end(goal_handle, result, err.code, err.reason)
-        except Exception as err:  # a failed sub-step must not take the node down
-            return self._end(goal_handle, result, StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}")
+            return end_goal(self, goal_handle, result, err.code, err.reason)
+        except Exception as err:  # noqa: BLE001 - a failed sub-step must not take the node down
+            return end_goal(self, goal_handle, result, StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}")
         result.config_path = str(trained.config_path)
         result.final_psnr_db, result.eval_psnr_db = trained.train_psnr_db, trained.eval_psnr_db
         result.timings = timings_to_msgs({"train": trained.train_time_s})
-        return self._end(goal_handle, result, StatusCode.SUCCEEDED,
-                         f"{trained.num_iterations} iterations ({dataclasses.asdict(config)['train_rays_per_batch']} "
-                         f"rays each), held-out PSNR {trained.eval_psnr_db:.1f} dB")
-
-    def _end(self, goal_handle, result: TrainNerf.Result, code: StatusCode, reason: str) -> TrainNerf.Result:
-        result.status = status_msg(code, reason)
-        {StatusCode.SUCCEEDED: goal_handle.succeed, StatusCode.CANCELED: goal_handle.canceled}.get(code, goal_handle.abort)()
-        self.get_logger().info(f"train_nerf: {code.name}: {reason}")
-        return result
+        return end_goal(self, goal_handle, result, StatusCode.SUCCEEDED,
+                        f"{trained.num_iterations} iterations ({config.train_rays_per_batch} rays each), "
+                        f"held-out PSNR {trained.eval_psnr_db:.1f} dB")
 
 
 def main(args: list[str] | None = None) -> None:

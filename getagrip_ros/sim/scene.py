@@ -82,6 +82,8 @@ class SceneConfig:
     """Sliding friction of the object, the robot and the table (the paper's 0.9)."""
     table_size_m: tuple[float, float, float] = (1.3208, 1.8288, 0.02)
     table_centre_m: tuple[float, float, float] = (0.50165, 0.0, -0.01)
+    table_texture: bool = True
+    """Speckled table top (as real tables are): image-based reconstruction cannot place a uniform plane."""
     gains: ActuatorGains = field(default_factory=ActuatorGains)
     camera: CameraConfig = field(default_factory=CameraConfig)
 
@@ -152,9 +154,17 @@ def build_scene(config: SceneConfig = SceneConfig()) -> mujoco.MjSpec:
     spec.visual.headlight.diffuse = [0.6, 0.6, 0.6]
     world = spec.worldbody
     world.add_light(name="ceiling", pos=[0.5, 0.0, 2.0], dir=[0, 0, -1], castshadow=False)
-    world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[s / 2 for s in config.table_size_m],
-                   pos=list(config.table_centre_m), rgba=[0.55, 0.45, 0.35, 1], friction=[config.friction, 0.005, 0.0001],
-                   contype=TABLE_BIT, conaffinity=ROBOT_BIT | OBJECT_BIT, condim=4)
+    table = world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[s / 2 for s in config.table_size_m],
+                           pos=list(config.table_centre_m), rgba=[0.55, 0.45, 0.35, 1],
+                           friction=[config.friction, 0.005, 0.0001], contype=TABLE_BIT,
+                           conaffinity=ROBOT_BIT | OBJECT_BIT, condim=4)
+    if config.table_texture:
+        spec.add_texture(name="table_speckle", type=mujoco.mjtTexture.mjTEXTURE_2D,
+                         builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, rgb1=[0.62, 0.5, 0.38], rgb2=[0.48, 0.38, 0.28],
+                         mark=mujoco.mjtMark.mjMARK_RANDOM, random=0.15, markrgb=[0.25, 0.18, 0.12], width=512, height=512)
+        material = spec.add_material(name="table_speckle", texrepeat=[8, 8], texuniform=True)
+        material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "table_speckle"
+        table.material, table.rgba = "table_speckle", [1, 1, 1, 1]
 
     links, joints = hand_parts()
     if config.robot == "arm":

@@ -1,6 +1,7 @@
 """Node parameters mirror the core config dataclasses; the shipped YAML matches them."""
 
 import dataclasses
+import importlib
 
 import pytest
 import yaml
@@ -21,9 +22,20 @@ def _flatten_yaml(tree: dict, prefix: str = "") -> dict:
     return out
 
 
-def test_shipped_yaml_lists_every_config_field_with_its_default():
-    params = yaml.safe_load(config_path("plan_grasp.yaml").read_text())["plan_grasp"]["ros__parameters"]
-    assert _flatten_yaml(params) == _flatten(GraspPlannerConfig())
+NODE_CONFIGS = {  # node name (= its YAML file and top-level key) -> the dataclass its parameters mirror
+    "plan_grasp": "getagrip_ros.planning.planner:GraspPlannerConfig",
+    "capture_images": "getagrip_ros.ros.capture_images_node:CaptureNodeConfig",
+    "train_nerf": "getagrip_ros.ros.train_nerf_node:TrainNerfNodeConfig",
+    "extract_object": "getagrip_ros.ros.extract_object_node:ExtractObjectNodeConfig",
+}
+
+
+@pytest.mark.parametrize("node, config_class", NODE_CONFIGS.items(), ids=list(NODE_CONFIGS))
+def test_shipped_yaml_lists_every_config_field_with_its_default(node, config_class):
+    module, name = config_class.split(":")
+    config = getattr(importlib.import_module(module), name)()
+    params = yaml.safe_load(config_path(f"{node}.yaml").read_text())[node]["ros__parameters"]
+    assert _flatten_yaml(params) == _flatten(config)
 
 
 def test_declared_parameters_build_the_config_and_refuse_runtime_changes(rclpy_node):
@@ -56,13 +68,6 @@ def test_wrong_parameter_type_is_refused(rclpy_node):
             declare_config(node, GraspPlannerConfig())
     finally:
         node.destroy_node()
-
-
-def test_capture_images_yaml_lists_every_config_field_with_its_default():
-    from getagrip_ros.ros.capture_images_node import CaptureNodeConfig
-
-    params = yaml.safe_load(config_path("capture_images.yaml").read_text())["capture_images"]["ros__parameters"]
-    assert _flatten_yaml(params) == _flatten(CaptureNodeConfig())
 
 
 def test_capture_spiral_parameters_rebuild_the_spiral_config():

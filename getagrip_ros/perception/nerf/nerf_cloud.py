@@ -23,6 +23,8 @@ class NerfCloudConfig:
     box_min_m: tuple[float, float, float] = (-0.2, -0.2, 0.0)
     box_max_m: tuple[float, float, float] = (0.2, 0.2, 0.3)
     """Box around the object origin on the table (paper's box)."""
+    table_clearance_m: float = 0.01
+    """Points lower than this above the table are the table, not the object (a NeRF's table is a few mm thick)."""
     rays_per_batch: int = 8192
     max_rays: int = 400_000
     """Give up after rendering this many rays."""
@@ -53,6 +55,7 @@ def nerf_point_cloud(nerf: LoadedNerf, cameras: CaptureCameras, object_origin_wo
     generator = torch.Generator().manual_seed(config.seed)
     origin = torch.as_tensor(object_origin_world_m, dtype=torch.float32)
     lower = origin + torch.tensor(config.box_min_m, dtype=torch.float32)
+    lower[2] = max(float(lower[2]), float(origin[2]) + config.table_clearance_m)
     upper = origin + torch.tensor(config.box_max_m, dtype=torch.float32)
     poses = torch.as_tensor(cameras.T_world_camera, dtype=torch.float32)
     K = torch.as_tensor(cameras.K, dtype=torch.float32)
