@@ -23,11 +23,11 @@ from scipy.spatial import cKDTree
 
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.mesh_object import prepare_object
-from getagrip_ros.perception.capture_trajectory import SpiralConfig, plan_capture
+from getagrip_ros.perception.capture_trajectory import SpiralConfig
 from getagrip_ros.perception.extract import extract_from_depth, extract_from_nerf
 from getagrip_ros.perception.nerf_dataset import write_nerf_dataset
-from getagrip_ros.sim.scene import CameraConfig, SceneConfig
-from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+from getagrip_ros.sim.capture_views import render_capture_views
+from getagrip_ros.sim.scene import CameraConfig
 from getagrip_ros.status import StageError
 
 OBJECTS = ("tabletop20/cube", "tabletop20/apple", "tabletop20/red_mug", "tabletop20/goblet", "tabletop20/bunny",
@@ -37,21 +37,13 @@ CAMERA = CameraConfig(320, 180, 133.25)  # ZED 2i HD720 / 4
 
 
 def capture(name: str, folder: Path):
-    """Render the capture spirals; returns (dataset dir, true mesh in the world, seconds)."""
+    """Render the capture spirals; returns (dataset dir, true mesh in the world, seconds, number of views)."""
     obj = prepare_object(object_by_name(name))
     start = time.perf_counter()
-    trajectory = plan_capture(POSITION, SpiralConfig(num_images=100))
-    rgb, depth, poses = [], [], []
-    with SimWorld(SceneConfig(camera=CAMERA), obj, ObjectPlacement(xy_m=tuple(POSITION[:2]))) as world:
-        for q in trajectory.arm_joints_rad:
-            world.reset(arm_rad=q, hand_rad=np.zeros(16))
-            frame = world.render()
-            rgb.append(frame.rgb), depth.append(frame.depth_m), poses.append(frame.T_world_camera)
-        true_mesh = obj.mesh.copy()
-        true_mesh.apply_transform(world.object_pose())
-    write_nerf_dataset(folder, np.stack(rgb), frame.K, np.stack(poses), np.stack(depth),
+    views = render_capture_views(obj, tuple(POSITION[:2]), CAMERA, SpiralConfig(num_images=100))
+    write_nerf_dataset(folder, views.rgb, views.K, views.T_world_camera, views.depth_m,
                        metadata={"object_position_m": POSITION.tolist(), "object": name})
-    return folder, true_mesh, time.perf_counter() - start, len(poses)
+    return folder, views.true_mesh_world, time.perf_counter() - start, len(views.rgb)
 
 
 def nerf_representation(dataset: Path, runs: Path, profile: str, iterations: int):

@@ -2,7 +2,6 @@
 
 import os
 
-import numpy as np
 import pytest
 
 from getagrip_ros.ros.processes import isolated_ros_environment
@@ -29,24 +28,17 @@ def mug_datasets(tmp_path_factory):
     same without depth) and ``three_views`` (its first 3 views). Returns the folder that holds them."""
     from getagrip_ros.objects.catalog import object_by_name
     from getagrip_ros.objects.mesh_object import PrepareConfig, prepare_object
-    from getagrip_ros.perception.capture_trajectory import SpiralConfig, plan_capture
+    from getagrip_ros.perception.capture_trajectory import SpiralConfig
     from getagrip_ros.perception.nerf_dataset import write_nerf_dataset
-    from getagrip_ros.sim.scene import CameraConfig, SceneConfig
-    from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+    from getagrip_ros.sim.capture_views import render_capture_views
+    from getagrip_ros.sim.scene import CameraConfig
 
     root = tmp_path_factory.mktemp("mug_datasets")
-    position = np.array([0.55, 0.0, 0.0])
     obj = prepare_object(object_by_name("tabletop20/red_mug"), PrepareConfig(cache_dir=str(root / "cache")))
-    trajectory = plan_capture(position, SpiralConfig(num_images=16))
-    rgb, depth, poses = [], [], []
-    with SimWorld(SceneConfig(camera=CameraConfig(96, 54, 40.0)), obj, ObjectPlacement(xy_m=tuple(position[:2]))) as world:
-        for q in trajectory.arm_joints_rad:
-            world.reset(arm_rad=q, hand_rad=np.zeros(16))
-            frame = world.render()
-            rgb.append(frame.rgb), depth.append(frame.depth_m), poses.append(frame.T_world_camera)
-    rgb, depth, poses = np.stack(rgb), np.stack(depth), np.stack(poses)
-    metadata = {"object_position_m": position.tolist()}
-    write_nerf_dataset(root / "mug", rgb, frame.K, poses, depth, metadata=metadata)
-    write_nerf_dataset(root / "mug_rgb_only", rgb, frame.K, poses, metadata=metadata)
-    write_nerf_dataset(root / "three_views", rgb[:3], frame.K, poses[:3], metadata=metadata)
+    views = render_capture_views(obj, (0.55, 0.0), CameraConfig(96, 54, 40.0), SpiralConfig(num_images=16))
+    metadata = {"object_position_m": views.object_position_m.tolist()}
+    rgb, K, poses = views.rgb, views.K, views.T_world_camera
+    write_nerf_dataset(root / "mug", rgb, K, poses, views.depth_m, metadata=metadata)
+    write_nerf_dataset(root / "mug_rgb_only", rgb, K, poses, metadata=metadata)
+    write_nerf_dataset(root / "three_views", rgb[:3], K, poses[:3], metadata=metadata)
     return root

@@ -44,7 +44,7 @@ def fuse_depth(depths_m: Sequence[np.ndarray], Ks: Sequence[np.ndarray], T_world
     """
     import open3d as o3d  # heavy: imported only when fusing
 
-    if not (len(depths_m) == len(Ks) == len(T_world_cameras)) or not depths_m:
+    if not (len(depths_m) == len(Ks) == len(T_world_cameras)) or len(depths_m) == 0:
         raise ValueError(f"depth fusion: need as many depth images, intrinsics and poses (>= 1), got "
                          f"{len(depths_m)}, {len(Ks)}, {len(T_world_cameras)}")
     box_min = np.array([object_position_m[0], object_position_m[1], 0.0]) + np.array(config.cleaning.crop_min_m)

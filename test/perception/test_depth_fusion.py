@@ -7,26 +7,18 @@ from scipy.spatial import cKDTree
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.mesh_object import PrepareConfig, prepare_object
 from getagrip_ros.perception.bps import encode_bps
-from getagrip_ros.perception.capture_trajectory import SpiralConfig, plan_capture
+from getagrip_ros.perception.capture_trajectory import SpiralConfig
 from getagrip_ros.perception.depth_fusion import fuse_depth
 from getagrip_ros.perception.point_cloud import CloudCleaningConfig, clean_object_cloud
-from getagrip_ros.sim.scene import CameraConfig, SceneConfig
-from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+from getagrip_ros.sim.capture_views import render_capture_views
+from getagrip_ros.sim.scene import CameraConfig
 
 
 def test_spiral_capture_fusion_cleaning_and_bps_recover_the_object(tmp_path):
     mug = prepare_object(object_by_name("tabletop20/red_mug"), PrepareConfig(cache_dir=str(tmp_path)))
-    position = np.array([0.55, 0.0, 0.0])
-    trajectory = plan_capture(position, SpiralConfig(num_images=15))
-    depths, Ks, poses = [], [], []
-    with SimWorld(SceneConfig(camera=CameraConfig(240, 136, 100.0)), mug, ObjectPlacement(xy_m=(0.55, 0.0))) as world:
-        for q in trajectory.arm_joints_rad:
-            world.reset(arm_rad=q, hand_rad=np.zeros(16))
-            frame = world.render()
-            depths.append(frame.depth_m), Ks.append(frame.K), poses.append(frame.T_world_camera)
-        true_mesh = mug.mesh.copy()
-        true_mesh.apply_transform(world.object_pose())
-    fused = fuse_depth(depths, Ks, poses, position)
+    views = render_capture_views(mug, (0.55, 0.0), CameraConfig(240, 136, 100.0), SpiralConfig(num_images=15))
+    position, true_mesh = views.object_position_m, views.true_mesh_world
+    fused = fuse_depth(views.depth_m, [views.K] * len(views.depth_m), views.T_world_camera, position)
     cleaned = clean_object_cloud(fused.points_m, position, CloudCleaningConfig(component_link_m=0.01))
     distance = cKDTree(true_mesh.sample(100_000)).query(cleaned.points_m)[0]
     assert np.median(distance) < 0.002 and np.percentile(distance, 90) < 0.004

@@ -11,7 +11,7 @@ from getagrip_ros.perception.bps import basis_points_B
 from getagrip_ros.perception.extract import ExtractionConfig, extract_from_nerf, extract_object, representation_summary
 from getagrip_ros.perception.nerf.model import RayRender
 from getagrip_ros.perception.nerf.nerf_cloud import CaptureCameras, NerfCloudConfig, nerf_point_cloud
-from getagrip_ros.perception.capture_trajectory import SpiralConfig, plan_capture, spiral_poses
+from getagrip_ros.perception.capture_trajectory import SpiralConfig, spiral_poses
 from getagrip_ros.perception.nerf_dataset import write_nerf_dataset
 from getagrip_ros.status import StageError, StatusCode
 
@@ -76,25 +76,16 @@ def test_a_nerf_without_surface_is_a_clear_error(tmp_path):
 def depth_dataset(tmp_path_factory):
     from getagrip_ros.objects.catalog import object_by_name
     from getagrip_ros.objects.mesh_object import PrepareConfig, prepare_object
-    from getagrip_ros.sim.scene import CameraConfig, SceneConfig
-    from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+    from getagrip_ros.sim.capture_views import render_capture_views
+    from getagrip_ros.sim.scene import CameraConfig
 
     root = tmp_path_factory.mktemp("depth")
-    position = np.array([0.55, 0.0, 0.0])
     obj = prepare_object(object_by_name("tabletop20/apple"), PrepareConfig(cache_dir=str(root / "cache")))
-    trajectory = plan_capture(position, SpiralConfig(num_images=30))
-    rgb, depth, poses = [], [], []
-    with SimWorld(SceneConfig(camera=CameraConfig(160, 90, 66.6)), obj, ObjectPlacement(xy_m=(0.55, 0.0))) as world:
-        for q in trajectory.arm_joints_rad:
-            world.reset(arm_rad=q, hand_rad=np.zeros(16))
-            frame = world.render()
-            rgb.append(frame.rgb), depth.append(frame.depth_m), poses.append(frame.T_world_camera)
-        true_mesh = obj.mesh.copy()
-        true_mesh.apply_transform(world.object_pose())
-    write_nerf_dataset(root / "with_depth", np.stack(rgb), frame.K, np.stack(poses), np.stack(depth),
-                       metadata={"object_position_m": position.tolist()})
-    write_nerf_dataset(root / "rgb_only", np.stack(rgb), frame.K, np.stack(poses),
-                       metadata={"object_position_m": position.tolist()})
+    views = render_capture_views(obj, (0.55, 0.0), CameraConfig(160, 90, 66.6), SpiralConfig(num_images=30))
+    metadata = {"object_position_m": views.object_position_m.tolist()}
+    write_nerf_dataset(root / "with_depth", views.rgb, views.K, views.T_world_camera, views.depth_m, metadata=metadata)
+    write_nerf_dataset(root / "rgb_only", views.rgb, views.K, views.T_world_camera, metadata=metadata)
+    true_mesh = views.true_mesh_world
     return root, true_mesh
 
 

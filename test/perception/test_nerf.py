@@ -64,28 +64,8 @@ def test_bad_datasets_are_refused_with_reasons(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def sim_dataset(tmp_path_factory):
-    """24 posed 96x54 images of a mug on the table, rendered by the simulated wrist camera."""
-    from getagrip_ros.objects.catalog import object_by_name
-    from getagrip_ros.objects.mesh_object import PrepareConfig, prepare_object
-    from getagrip_ros.perception.capture_trajectory import SpiralConfig, plan_capture
-    from getagrip_ros.sim.scene import CameraConfig, SceneConfig
-    from getagrip_ros.sim.world import ObjectPlacement, SimWorld
-
-    root = tmp_path_factory.mktemp("nerf")
-    position = np.array([0.55, 0.0, 0.0])
-    obj = prepare_object(object_by_name("tabletop20/red_mug"), PrepareConfig(cache_dir=str(root / "cache")))
-    trajectory = plan_capture(position, SpiralConfig(num_images=24))
-    rgb, depth, poses = [], [], []
-    with SimWorld(SceneConfig(camera=CameraConfig(96, 54, 40.0)), obj, ObjectPlacement(xy_m=(0.55, 0.0))) as world:
-        for q in trajectory.arm_joints_rad:
-            world.reset(arm_rad=q, hand_rad=np.zeros(16))
-            frame = world.render()
-            rgb.append(frame.rgb), depth.append(frame.depth_m), poses.append(frame.T_world_camera)
-        K = frame.K
-    write_nerf_dataset(root / "mug", np.stack(rgb), K, np.stack(poses), np.stack(depth),
-                       metadata={"object_position_m": position.tolist()})
-    return root / "mug"
+def sim_dataset(mug_datasets):
+    return mug_datasets / "mug"
 
 
 @pytest.fixture(scope="module")

@@ -104,3 +104,16 @@ def test_floating_hand_scripted_grasp_lifts_a_5cm_box_20cm_and_holds_it(box5):
         T_miss[1, 3] += 0.10
         miss = run_grasp_trial(world, T_miss, q_pre, q_closed)
         assert not miss.success and "still on the table" in miss.reason and miss.object_lift_m < 0.01
+
+
+@pytest.mark.parametrize("textured", [True, False])
+def test_table_is_speckled_so_image_based_reconstruction_can_place_it(box5, textured):
+    # at the ready pose the wrist camera looks down at the table; the box sits out of view
+    scene = SceneConfig(camera=CameraConfig(160, 120, 100.0), table_texture=textured)
+    with SimWorld(scene, box5, ObjectPlacement(xy_m=(0.9, 0.5))) as world:
+        frame = world.render()
+    grey = frame.rgb.astype(float).mean(axis=2)
+    table = (frame.depth_m > 0) & ~frame.object_mask
+    pairs = table[:, 1:] & table[:, :-1]
+    contrast = np.abs(np.diff(grey, axis=1))[pairs].mean()  # pixel-to-pixel change: texture, not shading
+    assert (contrast > 1.8) if textured else (contrast < 0.8), contrast
