@@ -52,3 +52,17 @@ def test_perception_cli_reports_bad_input(mug_datasets, tmp_path, capsys, datase
     err = capsys.readouterr().err
     assert code != 0 and f"error: {reason}" in err, err
     assert "Traceback" not in err and not (tmp_path / "obj" / "object.json").exists()
+
+
+def test_perception_cli_captures_with_the_simulated_robot_and_trains_a_nerf(tmp_path, capsys):
+    from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
+
+    code = perception.main(["capture", "--object", "tabletop20/cube", "--num-images", "30", "--width", "96",
+                            "--height", "54", "--focal-px", "40", "--depth", "--out", str(tmp_path / "ds")])
+    assert code == 0, capsys.readouterr()
+    ds = read_nerf_dataset(tmp_path / "ds")
+    assert 10 <= len(ds) <= 30 and ds.depth_m is not None and ds.rgb.shape[1:] == (54, 96, 3)
+    code = perception.main(["train-nerf", str(tmp_path / "ds"), str(tmp_path / "runs"), "--iterations", "3"])
+    out = capsys.readouterr().out
+    assert code == 0 and "config:" in out and "held-out PSNR" in out
+    assert len(list((tmp_path / "runs").rglob("config.yml"))) == 1
