@@ -9,7 +9,6 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${GETAGRIP_VENV:-$ROOT/.venv}"
-BUILD="$VENV/build/getagrip_interfaces"  # apart from colcon's build/ of a workspace
 STAMP="$VENV/.getagrip_setup_stamp"
 TORCH_VERSION="2.13.0+cpu"
 TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
@@ -20,7 +19,8 @@ fingerprint() {
   # Everything whose change requires re-running the set-up.
   (cd "$ROOT" && cat scripts/setup.sh requirements/*.txt setup.py setup.cfg package.xml \
       getagrip_interfaces/CMakeLists.txt getagrip_interfaces/package.xml \
-      getagrip_interfaces/msg/* getagrip_interfaces/action/* 2>/dev/null) | sha256sum | cut -d' ' -f1
+      getagrip_interfaces/msg/* getagrip_interfaces/action/* scripts/venv_interfaces/*/* \
+      scripts/venv_interfaces/*/msg/* 2>/dev/null) | sha256sum | cut -d' ' -f1
 }
 
 if [[ -f "$STAMP" && -x "$VENV/bin/python" && "$(cat "$STAMP")" == "$(fingerprint)" ]]; then
@@ -82,15 +82,23 @@ NP_INC="$("$VENV/bin/python" -c 'import numpy; print(numpy.get_include())')"
   xargs -0 -r sed -i -e "s#/opt/python/cp311-cp311/include/python3.11#$PY_INC#g" \
                      -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#$NP_INC#g"
 
-log "building getagrip_interfaces into the venv"
-rm -rf "$BUILD"; mkdir -p "$BUILD"
-cmake -S "$ROOT/getagrip_interfaces" -B "$BUILD" -G Ninja -Wno-dev \
-  -DCMAKE_INSTALL_PREFIX="$VENV" -DCMAKE_PREFIX_PATH="$VENV" \
-  -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF >"$BUILD.configure.log" 2>&1 \
-  || { tail -30 "$BUILD.configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)" >"$BUILD.build.log" 2>&1 \
-  || { tail -30 "$BUILD.build.log"; exit 1; }
-cmake --install "$BUILD" >/dev/null
+build_interfaces() {  # build_interfaces <package source dir>: an ament_cmake/rosidl package into the venv
+  local src="$1" build="$VENV/build/$(basename "$1")"
+  log "building $(basename "$src") into the venv"
+  rm -rf "$build"; mkdir -p "$build"
+  cmake -S "$src" -B "$build" -G Ninja -Wno-dev \
+    -DCMAKE_INSTALL_PREFIX="$VENV" -DCMAKE_PREFIX_PATH="$VENV" \
+    -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF >"$build.configure.log" 2>&1 \
+    || { tail -30 "$build.configure.log"; exit 1; }
+  cmake --build "$build" -j "$(nproc)" >"$build.build.log" 2>&1 \
+    || { tail -30 "$build.build.log"; exit 1; }
+  cmake --install "$build" >/dev/null
+}
+# tf2_msgs has no PyPI wheel; /tf needs its TFMessage (a ROS install has the real package).
+if [[ -f "$VENV/build/tf2_msgs.stamp" ]] || ! "$VENV/bin/python" -c 'import tf2_msgs.msg' 2>/dev/null; then
+  build_interfaces "$ROOT/scripts/venv_interfaces/tf2_msgs" && touch "$VENV/build/tf2_msgs.stamp"
+fi
+build_interfaces "$ROOT/getagrip_interfaces"
 
 # 4. getagrip_ros ----------------------------------------------------------------------------
 log "installing getagrip_ros (editable)"

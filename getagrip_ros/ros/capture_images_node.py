@@ -6,8 +6,8 @@ world with the FR3, the wrist camera and one catalog object; between goals its p
 time) and ``hardware`` (the FR3 through franky and the ZED 2i; not in this build: goals end
 NOT_IMPLEMENTED). Publishes, per image: ``camera/image_raw`` (sensor_msgs/Image, rgb8) and
 ``camera/camera_info`` with frame_id = the camera's optical frame, ``camera/pose``
-(geometry_msgs/PoseStamped, T_world_camera_optical in the world frame) and, when tf2_msgs is
-installed, the same pose on ``/tf``; and ``joint_states`` (sensor_msgs/JointState) of the robot.
+(geometry_msgs/PoseStamped, T_world_camera_optical in the world frame), the same pose on ``/tf``
+(unless ``publish_camera_tf`` is off); and ``joint_states`` (sensor_msgs/JointState) of the robot.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
+from tf2_msgs.msg import TFMessage
 
 from getagrip_interfaces.action import CaptureImages
 from getagrip_ros.perception.capture import CaptureConfig, CaptureRequest, CaptureResult, run_capture
@@ -41,11 +42,6 @@ from getagrip_ros.ros.conversions import (
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.status import StatusCode
-
-try:  # /tf needs tf2_msgs, which is not among the PyPI ROS wheels this venv installs
-    from tf2_msgs.msg import TFMessage
-except ImportError:  # pragma: no cover - depends on the installation
-    TFMessage = None
 
 BACKENDS = ("sim", "hardware")
 HARDWARE_MISSING = ("the 'hardware' backend (FR3 through franky, ZED 2i through pyzed) is not available in this build: "
@@ -106,8 +102,8 @@ class CaptureNodeConfig:
     state_rate_hz: float = 20.0
     """joint_states rate between goals (the simulated physics advances in real time at this rate)."""
     publish_camera_tf: bool = True
-    """Also publish world_frame -> camera optical frame on /tf per image (needs tf2_msgs; turn off when a
-    robot_state_publisher publishes the robot's frames)."""
+    """Also publish world_frame -> camera optical frame on /tf per image (turn off when a
+    robot_state_publisher publishes the robot's frames: a frame must have one parent)."""
     sim: SimBackendConfig = field(default_factory=SimBackendConfig)
     spiral: SpiralParams = field(default_factory=SpiralParams)
     capture: CaptureConfig = field(default_factory=CaptureConfig)
@@ -205,14 +201,13 @@ class CaptureImagesNode(Node):
         self.info_pub = self.create_publisher(CameraInfo, "camera/camera_info", 10)
         self.pose_pub = self.create_publisher(PoseStamped, "camera/pose", 10)
         self.state_pub = self.create_publisher(JointState, "joint_states", 10)
-        self.tf_pub = (self.create_publisher(TFMessage, "/tf", 100)
-                       if TFMessage is not None and self.config.publish_camera_tf else None)
+        self.tf_pub = self.create_publisher(TFMessage, "/tf", 100) if self.config.publish_camera_tf else None
         group = ReentrantCallbackGroup()
         self.server = accepting_action_server(self, CaptureImages, "capture_images", self.execute, group)
         if self.backend is not None and self.config.state_rate_hz > 0:
             self.create_timer(1.0 / self.config.state_rate_hz, self._idle_tick, callback_group=group)
         if self.unavailable is None:
-            tf = "on" if self.tf_pub else "off (tf2_msgs is not installed)" if TFMessage is None else "off"
+            tf = "on" if self.tf_pub else "off"
             self.get_logger().info(f"capture_images ready ({self.backend.description}; camera pose on /tf: {tf})")
         else:
             self.get_logger().error(f"capture_images ready, but every goal will fail: {self.unavailable[1]}")

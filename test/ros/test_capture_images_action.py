@@ -8,7 +8,9 @@ import pytest
 import rclpy
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
+from geometry_msgs.msg import Point, Pose
 from sensor_msgs.msg import CameraInfo, Image, JointState
+from tf2_msgs.msg import TFMessage
 
 from getagrip_interfaces.action import CaptureImages
 from getagrip_interfaces.msg import Status
@@ -55,9 +57,10 @@ def spin_for(node, seconds: float) -> None:
 
 
 def test_capture_succeeds_with_feedback_images_and_a_dataset(rclpy_node, client, server, tmp_path):
-    images, infos = [], []
+    images, infos, tfs = [], [], []
     rclpy_node.create_subscription(Image, "camera/image_raw", images.append, 50)
     rclpy_node.create_subscription(CameraInfo, "camera/camera_info", infos.append, 50)
+    rclpy_node.create_subscription(TFMessage, "/tf", tfs.append, 100)
     spin_for(rclpy_node, 0.5)  # let the subscriptions match the node's publishers
     feedback = []
     status, result = call_action(rclpy_node, client, goal(tmp_path / "ds", with_depth=True), timeout_s=60,
@@ -81,6 +84,14 @@ def test_capture_succeeds_with_feedback_images_and_a_dataset(rclpy_node, client,
     assert images[0].encoding == "rgb8" and images[0].header.frame_id == "zed2i_left_optical"
     assert np.array_equal(image_msg_to_rgb(images[-1]), ds.rgb[-1])
     assert infos[0].header.frame_id == "zed2i_left_optical" and np.allclose(np.reshape(infos[0].k, (3, 3)), ds.K)
+    transforms = [t for msg in tfs for t in msg.transforms]  # the camera poses on /tf, as the dataset's
+    assert len(transforms) == n and {(t.header.frame_id, t.child_frame_id) for t in transforms} == \
+        {("world", "zed2i_left_optical")}
+    r = transforms[-1].transform.rotation
+    assert np.allclose(matrix_from_pose(Pose(position=Point(x=transforms[-1].transform.translation.x,
+                                                            y=transforms[-1].transform.translation.y,
+                                                            z=transforms[-1].transform.translation.z),
+                                             orientation=r)), ds.T_world_camera_optical[-1], atol=1e-6)
 
 
 @pytest.mark.parametrize("make_goal, code, reason", [
