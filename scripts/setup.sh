@@ -19,8 +19,8 @@ fingerprint() {
   # Everything whose change requires re-running the set-up.
   (cd "$ROOT" && cat scripts/setup.sh requirements/*.txt setup.py setup.cfg package.xml \
       getagrip_interfaces/CMakeLists.txt getagrip_interfaces/package.xml \
-      getagrip_interfaces/msg/* getagrip_interfaces/action/* scripts/venv_interfaces/*/* \
-      scripts/venv_interfaces/*/msg/* 2>/dev/null) | sha256sum | cut -d' ' -f1
+      getagrip_interfaces/msg/* getagrip_interfaces/action/* scripts/venv_interfaces/*/*.txt \
+      scripts/venv_interfaces/*/*.xml scripts/venv_interfaces/*/msg/* 2>/dev/null) | sha256sum | cut -d' ' -f1
 }
 
 if [[ -f "$STAMP" && -x "$VENV/bin/python" && "$(cat "$STAMP")" == "$(fingerprint)" ]]; then
