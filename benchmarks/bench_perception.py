@@ -65,6 +65,7 @@ def nerf_representation(dataset: Path, runs: Path, profile: str, iterations: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=len(OBJECTS))
+    parser.add_argument("--names", nargs="*", default=None, help="catalog objects to use instead of the default six")
     parser.add_argument("--nerf", default="cpu", help="comma-separated NeRF profiles to run ('' = none)")
     parser.add_argument("--nerf-objects", type=int, default=len(OBJECTS), help="objects to run the NeRF on")
     parser.add_argument("--iterations", type=int, default=400)
@@ -73,7 +74,7 @@ def main() -> None:
     distances: dict[str, list[np.ndarray]] = {}
     failures: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for k, name in enumerate(OBJECTS[:args.objects]):
+        for k, name in enumerate((args.names or OBJECTS)[:args.objects]):
             dataset, true_mesh, t_capture, views = capture(name, Path(tmp) / name.replace("/", "_"))
             tree = cKDTree(true_mesh.sample(200_000))
             runs = [("depth", None)] + [(f"nerf-{p}", p) for p in profiles if k < args.nerf_objects]

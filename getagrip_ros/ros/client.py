@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -10,15 +11,27 @@ from rclpy.action import ActionClient
 from rclpy.node import Node
 
 
+DISCOVERY_SETTLE_S = 1.0
+"""Spin this long after discovering a server before the first goal (both sides must match their endpoints)."""
+
+
 class ActionCallError(RuntimeError):
     """The server was not reachable, refused the goal, or did not answer in time."""
 
 
 def send_goal(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60.0,
               feedback: Callable[[Any], None] | None = None, server_timeout_s: float = 20.0):
-    """Send a goal and wait; returns the accepted goal handle. Spins `node` while waiting."""
-    if not client.wait_for_server(timeout_sec=server_timeout_s):
-        raise ActionCallError(f"action server {client._action_name!r} not available after {server_timeout_s} s")
+    """Send a goal and wait; returns the accepted goal handle. Spins `node` while waiting.
+
+    A server that was only just discovered may not have discovered this client yet, and its answer to a goal
+    sent at once can be lost; so after a fresh discovery the node spins for ``DISCOVERY_SETTLE_S`` first.
+    """
+    if not client.server_is_ready():
+        if not client.wait_for_server(timeout_sec=server_timeout_s):
+            raise ActionCallError(f"action server {client._action_name!r} not available after {server_timeout_s} s")
+        settle_until = time.monotonic() + DISCOVERY_SETTLE_S
+        while time.monotonic() < settle_until:
+            rclpy.spin_once(node, timeout_sec=0.05)
     future = client.send_goal_async(goal, feedback_callback=(lambda msg: feedback(msg.feedback)) if feedback else None)
     rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
     if not future.done():
