@@ -39,7 +39,10 @@ def test_perception_cli_extracts_the_object_from_depth_images(mug_datasets, tmp_
     summary = json.loads((out / "object.json").read_text())
     assert summary["backend"] == "depth" and summary["num_points"] == len(cloud)
     assert (out / "object_mesh.obj").is_file() and summary["mesh_path"] == str(out / "object_mesh.obj")
-    assert json.loads(capsys.readouterr().out) == summary
+    out_text = capsys.readouterr().out
+    assert json.loads(out_text[:out_text.rindex("}") + 1]) == summary
+    png = (out / "object.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000 and f"wrote {out / 'object.png'}" in out_text
 
 
 @pytest.mark.parametrize("dataset, reason", [

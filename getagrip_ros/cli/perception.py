@@ -79,7 +79,12 @@ def _extract(args: argparse.Namespace) -> int:
     np.save(args.out / "bps.npy", rep.bps.distances_m)
     summary = representation_summary(rep)
     (args.out / "object.json").write_text(json.dumps(summary, indent=1))
+    from getagrip_ros.viz.grasp_image import draw_object
+
+    image = draw_object(rep.points_world_m, args.out / "object.png",
+                        f"{rep.backend} backend: {len(rep.points_world_m)} cleaned points (colour = height)")
     print(json.dumps(summary, indent=1))
+    print(f"wrote {image}")
     return 0
 
 

@@ -25,6 +25,7 @@ from getagrip_ros.ros.conversions import numpy_to_point_cloud2, pose_stamped_fro
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.status import StageError, StatusCode
+from getagrip_ros.viz.grasp_image import draw_object
 
 WORLD_FRAME = "world"
 
@@ -82,6 +83,8 @@ class ExtractObjectNode(Node):
         result.timings = timings_to_msgs(rep.timings_s)
         summary = representation_summary(rep)
         (Path(goal.output_dir) / "object.json").write_text(json.dumps(summary, indent=1))
+        draw_object(rep.points_world_m, Path(goal.output_dir) / "object.png",
+                    f"{rep.backend} backend: {len(rep.points_world_m)} cleaned points (colour = height)")
         self.cloud_pub.publish(result.point_cloud)
         self.mesh_pub.publish(self._mesh_marker(rep, header))
         return end_goal(self, goal_handle, result, StatusCode.SUCCEEDED,

@@ -1,4 +1,4 @@
-"""Draw planned grasps on an object point cloud as a PNG (three orthographic-ish 3-D views)."""
+"""Draw object clouds (and planned grasps on them) as PNGs (three orthographic-ish 3-D views)."""
 
 from __future__ import annotations
 
@@ -28,10 +28,7 @@ def draw_grasps(points_m: np.ndarray, grasps: Grasp, hand: AllegroHand, path: st
     colors = plt.cm.viridis(np.linspace(1.0, 0.0, max(len(g), 2)))
     pts = np.asarray(points_m)
     pts = pts[np.random.default_rng(0).permutation(len(pts))[:3000]]
-    fig = plt.figure(figsize=(15, 5.2))
-    for k, (name, elev, azim) in enumerate(_VIEWS):
-        ax = fig.add_subplot(1, 3, k + 1, projection="3d")
-        ax.scatter(*pts.T, s=1, c="0.55", depthshade=False)
+    def draw(ax) -> None:
         for i in range(len(g)):
             c = colors[i]
             ax.scatter(*palms[i], s=30, color=c, marker="s")
@@ -39,12 +36,31 @@ def draw_grasps(points_m: np.ndarray, grasps: Grasp, hand: AllegroHand, path: st
             ax.scatter(*tips[i].T, s=18, color=c)
             for f in range(4):
                 ax.plot(*np.stack([palms[i], tips[i, f]]).T, color=c, linewidth=0.6)
+
+    return _save_views(pts, draw, title or f"best {len(g)} grasps (colour = rank; squares = palms, dots = fingertips)",
+                       path)
+
+
+def draw_object(points_m: np.ndarray, path: str | Path, title: str = "", color_by_height: bool = True) -> Path:
+    """Save a PNG of an object point cloud (world frame, metres), coloured by height above the table."""
+    pts = np.asarray(points_m)
+    pts = pts[np.random.default_rng(0).permutation(len(pts))[:5000]]
+    colors = pts[:, 2] if color_by_height else "0.55"
+    return _save_views(pts, lambda ax: None, title or f"object cloud, {len(points_m)} points", path, colors)
+
+
+def _save_views(pts: np.ndarray, draw, title: str, path: str | Path, colors="0.55") -> Path:
+    fig = plt.figure(figsize=(15, 5.2))
+    for k, (name, elev, azim) in enumerate(_VIEWS):
+        ax = fig.add_subplot(1, 3, k + 1, projection="3d")
+        ax.scatter(*pts.T, s=1, c=colors, cmap="viridis", depthshade=False)
+        draw(ax)
         centre = pts.mean(0)
         r = 0.16
         ax.set(xlim=(centre[0] - r, centre[0] + r), ylim=(centre[1] - r, centre[1] + r), zlim=(0, 2 * r),
                xlabel="x (m)", ylabel="y (m)", zlabel="z (m)", title=f"{name} view")
         ax.view_init(elev=elev, azim=azim)
-    fig.suptitle(title or f"best {len(g)} grasps (colour = rank; squares = palms, dots = fingertips)")
+    fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -171,6 +171,7 @@ def test_depth_extraction_gives_cloud_bps_mesh_and_a_latched_cloud(rclpy_node, e
     frame = result.object_frame.pose.position
     assert np.allclose([frame.x, frame.y, frame.z], [c.x, c.y, 0.0], atol=1e-6)  # on the table below the centroid
     summary = json.loads((tmp_path / "obj" / "object.json").read_text())
+    assert (tmp_path / "obj" / "object.png").read_bytes()[:4] == b"\x89PNG"  # the picture people look at
     assert summary["backend"] == "depth" and summary["num_points"] == len(cloud)
     assert {"fusion", "point_cloud", "bps", "mesh"} <= {t.stage for t in result.timings}
     assert [f.stage for f in feedback] == ["fusion", "point_cloud", "bps", "mesh", "done"]
