@@ -53,6 +53,8 @@ def _train(args: argparse.Namespace) -> int:
     overrides = {"seed": args.seed, "device": args.device}
     if args.iterations:
         overrides["num_iterations"] = args.iterations
+    if args.camera_optimizer:
+        overrides["camera_optimizer"] = args.camera_optimizer
     config = nerf_profile(args.profile, **overrides)
     with tqdm(total=config.num_iterations, unit="it", desc=f"nerfacto ({args.profile})") as bar:
         def progress(p) -> None:
@@ -107,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("output_dir", type=Path)
     train.add_argument("--profile", default="cpu", choices=("cpu", "paper"))
     train.add_argument("--iterations", type=int, default=0, help="0 = the profile's (400)")
+    train.add_argument("--camera-optimizer", default="", choices=("", "off", "SO3xR3", "SE3"),
+                       help="nerfacto pose refinement; default: the profile's (paper: SO3xR3, cpu: off)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="cpu")
     train.set_defaults(run=_train)

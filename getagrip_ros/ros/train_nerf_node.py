@@ -27,6 +27,9 @@ class TrainNerfNodeConfig:
     """Profile for goals that name none: "cpu" (minutes on 2 cores) or "paper" (as published; use a GPU)."""
     device: str = "cpu"
     """"cpu" or "cuda"."""
+    camera_optimizer: str = ""
+    """nerfacto pose refinement: "" = the profile's (paper: SO3xR3, cpu: off), or "off", "SO3xR3", "SE3".
+    With robot (FK) poses, "off" keeps the NeRF in the world frame."""
 
 
 class TrainNerfNode(Node):
@@ -48,6 +51,8 @@ class TrainNerfNode(Node):
             overrides = {"seed": int(goal.seed), "device": self.config.device}
             if goal.num_iterations:
                 overrides["num_iterations"] = int(goal.num_iterations)
+            if self.config.camera_optimizer:
+                overrides["camera_optimizer"] = self.config.camera_optimizer
             config = nerf_profile(profile, **overrides)
             from getagrip_ros.perception.nerf.train import train_nerf  # imports nerfstudio on first use
 
