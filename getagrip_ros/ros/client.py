@@ -57,3 +57,20 @@ def call_action(node: Node, client: ActionClient, goal: Any, timeout_s: float = 
     """Send a goal and wait for its result; returns (GoalStatus code, result message)."""
     handle = send_goal(node, client, goal, timeout_s, feedback)
     return wait_for_result(node, handle, timeout_s)
+
+
+def cancel_after_feedback(node: Node, handle, feedback_seen: list, feedback_timeout_s: float = 60.0,
+                          result_timeout_s: float = 60.0):
+    """Wait until `feedback_seen` (filled by the goal's feedback callback) is non-empty, cancel the goal and
+    wait for its result; returns (GoalStatus code, result message).
+
+    Raises:
+        ActionCallError: no feedback arrived in time (the goal is left running).
+    """
+    deadline = time.monotonic() + feedback_timeout_s
+    while not feedback_seen and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.02)
+    if not feedback_seen:
+        raise ActionCallError(f"no feedback within {feedback_timeout_s} s, nothing cancelled")
+    rclpy.spin_until_future_complete(node, handle.cancel_goal_async(), timeout_sec=10)
+    return wait_for_result(node, handle, result_timeout_s)

@@ -16,7 +16,7 @@ from getagrip_interfaces.action import CaptureImages
 from getagrip_interfaces.msg import Status
 from getagrip_ros.paths import config_path
 from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
-from getagrip_ros.ros.client import call_action, send_goal, wait_for_result
+from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
 from getagrip_ros.ros.conversions import image_msg_to_rgb, matrix_from_pose
 from getagrip_ros.ros.processes import NodeProcess
 
@@ -115,13 +115,7 @@ def test_cancel_stops_the_arm_and_ends_canceled(rclpy_node, client, server, tmp_
     rclpy_node.create_subscription(JointState, "joint_states", states.append, 50)
     started = []
     handle = send_goal(rclpy_node, client, goal(tmp_path / "ds", num_images=60), timeout_s=30, feedback=started.append)
-    deadline = time.monotonic() + 30
-    while not started and time.monotonic() < deadline:
-        rclpy.spin_once(rclpy_node, timeout_sec=0.02)
-    assert started, "no feedback before cancelling"
-    cancel = handle.cancel_goal_async()
-    rclpy.spin_until_future_complete(rclpy_node, cancel, timeout_sec=10)
-    status, result = wait_for_result(rclpy_node, handle, timeout_s=30)
+    status, result = cancel_after_feedback(rclpy_node, handle, started, 30, 30)
     assert status == GoalStatus.STATUS_CANCELED, result.status.reason
     assert result.status.code == Status.CANCELED and "arm stopped" in result.status.reason
     assert result.num_captured < started[0].num_planned

@@ -19,7 +19,7 @@ from getagrip_interfaces.action import ExtractObject, TrainNerf
 from getagrip_interfaces.msg import Status
 from getagrip_ros.paths import config_path
 from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
-from getagrip_ros.ros.client import call_action, send_goal, wait_for_result
+from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
 from getagrip_ros.ros.conversions import point_cloud2_to_numpy
 from getagrip_ros.ros.processes import NodeProcess
 
@@ -131,13 +131,7 @@ def test_cancel_stops_training_without_a_checkpoint_and_the_node_trains_again(rc
     started = []
     handle = send_goal(rclpy_node, train_client, train_goal(mug_datasets / "mug", tmp_path / "cancelled", num_iterations=200),
                        timeout_s=30, feedback=started.append)
-    deadline = time.monotonic() + 120
-    while not started and time.monotonic() < deadline:
-        rclpy.spin_once(rclpy_node, timeout_sec=0.05)
-    assert started, "no feedback before cancelling"
-    cancel = handle.cancel_goal_async()
-    rclpy.spin_until_future_complete(rclpy_node, cancel, timeout_sec=10)
-    status, result = wait_for_result(rclpy_node, handle, timeout_s=60)
+    status, result = cancel_after_feedback(rclpy_node, handle, started, 120, 60)
     assert status == GoalStatus.STATUS_CANCELED, result.status.reason
     assert result.status.code == Status.CANCELED and "cancelled after" in result.status.reason
     assert result.config_path == ""

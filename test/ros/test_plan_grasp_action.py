@@ -13,7 +13,7 @@ from getagrip_interfaces.action import PlanGrasp
 from getagrip_interfaces.msg import Status
 from getagrip_ros.grasp.filters import cable_filter_mask
 from getagrip_ros.paths import config_path
-from getagrip_ros.ros.client import call_action, send_goal, wait_for_result
+from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
 from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
 from getagrip_ros.ros.processes import NodeProcess
 
@@ -107,14 +107,7 @@ def _broken_cloud_goal() -> PlanGrasp.Goal:
 def test_cancel_stops_planning(rclpy_node, client, server):
     started = []
     handle = send_goal(rclpy_node, client, cloud_goal(num_grasps=3000, seed=1), timeout_s=30, feedback=started.append)
-    import rclpy
-    deadline = time.monotonic() + 60
-    while not started and time.monotonic() < deadline:
-        rclpy.spin_once(rclpy_node, timeout_sec=0.05)
-    assert started, "no feedback before cancelling"
-    cancel = handle.cancel_goal_async()
-    rclpy.spin_until_future_complete(rclpy_node, cancel, timeout_sec=10)
-    status, result = wait_for_result(rclpy_node, handle, timeout_s=60)
+    status, result = cancel_after_feedback(rclpy_node, handle, started, 60, 60)
     assert status == GoalStatus.STATUS_CANCELED
     assert result.status.code == Status.CANCELED and len(result.grasps) == 0
     # and the server still plans afterwards
