@@ -1,0 +1,169 @@
+"""Checkpoints of the learned models: ours (weights + config + BPS basis + normalisation) and the public
+Get a Grip layouts. Everything is read with ``torch.load(weights_only=True)``.
+
+Our file is a dict ``{"format", "version", "kind", "config", "state_dict", "bps_basis", "grasp_mean",
+"grasp_std", "training_state", "metadata"}`` of tensors and plain values. Public layouts recognised:
+the BPS evaluator's bare state_dict, the BPS sampler's list ``[state_dict, optimizer, epoch, step, (ema)]``
+(raw weights, as the public code loads them) and the NeRF evaluator's ``{"nerf_evaluator_model": ...}``.
+Sizes of public checkpoints are read off the weight shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from getagrip_ros.models.bps_evaluator import BpsEvaluator, BpsEvaluatorConfig
+from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
+from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfig
+
+FORMAT = "getagrip_ros.checkpoint"
+VERSION = 1
+MODELS: dict[str, tuple[type, type]] = {
+    "bps_evaluator": (BpsEvaluator, BpsEvaluatorConfig),
+    "bps_sampler": (BpsSampler, BpsSamplerConfig),
+    "nerf_evaluator": (NerfEvaluator, NerfEvaluatorConfig),
+}
+MODEL_KINDS = tuple(MODELS)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, unreadable, of another kind, or does not match its model."""
+
+
+@dataclass
+class LoadedModel:
+    kind: str
+    model: nn.Module
+    """In eval mode, on the requested device."""
+    config: Any
+    bps_basis: np.ndarray | None
+    """(N, 3) basis the model was trained with, in the y-up frame By; None = the public basis."""
+    grasp_mean: torch.Tensor | None
+    """Grasp normalisation of a sampler, x = (g - mean) / std; None = raw grasps (public)."""
+    grasp_std: torch.Tensor | None
+    training_state: dict | None
+    metadata: dict = field(default_factory=dict)
+    source: str = "getagrip"
+    """"getagrip" (our format) or "public"."""
+
+
+def _config_dict(config) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+def _config_from_dict(cls: type, values: dict):
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise CheckpointError(f"unknown {cls.__name__} fields in the checkpoint: {sorted(unknown)}")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def save_checkpoint(path: str | Path, kind: str, model: nn.Module, config, *, bps_basis: np.ndarray | None = None,
+                    grasp_mean: torch.Tensor | None = None, grasp_std: torch.Tensor | None = None,
+                    training_state: dict | None = None, metadata: dict | None = None) -> Path:
+    """Write a checkpoint atomically (a crash never leaves a half-written file at ``path``)."""
+    if kind not in MODELS:
+        raise CheckpointError(f"unknown model kind {kind!r}; known: {list(MODELS)}")
+    payload = {
+        "format": FORMAT, "version": VERSION, "kind": kind, "config": _config_dict(config),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "bps_basis": None if bps_basis is None else torch.as_tensor(np.asarray(bps_basis, dtype=np.float32)),
+        "grasp_mean": None if grasp_mean is None else grasp_mean.detach().cpu().float(),
+        "grasp_std": None if grasp_std is None else grasp_std.detach().cpu().float(),
+        "training_state": training_state, "metadata": dict(metadata or {}),
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _public_layout(data: Any) -> tuple[str, dict, Any]:
+    """(kind, state_dict, config) of a public checkpoint, sizes read off the weights."""
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], dict) and "ca_fc_key.weight" in data[0]:
+        sd = data[0]
+        d = sd["sa_fc_query.weight"].shape[0]
+        config = BpsSamplerConfig(num_basis_points=sd["ca_fc_key.weight"].shape[1], grasp_dim=sd["fc_out.weight"].shape[0],
+                                  d_model=d, num_tokens=sd["ca_fc_key.weight"].shape[0] // d,
+                                  block_neurons=sd["resblock.fc1.weight"].shape[0])
+        return "bps_sampler", sd, config
+    if isinstance(data, dict) and "rb1.fc1.weight" in data and "bn1.weight" in data:
+        n_in = data["bn1.weight"].shape[0]
+        grasp_dim = BpsEvaluatorConfig.grasp_dim
+        config = BpsEvaluatorConfig(num_basis_points=n_in - grasp_dim, grasp_dim=grasp_dim,
+                                    hidden_width=data["rb1.fc2.weight"].shape[0],
+                                    block_neurons=data["rb1.fc1.weight"].shape[0])
+        return "bps_evaluator", data, config
+    if isinstance(data, dict) and isinstance(data.get("nerf_evaluator_model"), dict):
+        sd = data["nerf_evaluator_model"]
+
+        def channels(prefix: str) -> tuple[int, ...]:
+            convs = sorted((int(k.split(".")[2]), v.shape[0]) for k, v in sd.items()
+                           if k.startswith(prefix) and k.endswith(".weight"))
+            return tuple(c for _, c in convs)
+
+        mlp = sorted((int(k.split(".")[2]), v.shape[0]) for k, v in sd.items()
+                     if k.startswith("model.mlp.") and k.endswith(".weight"))
+        use_global = any(k.startswith("model.global_conv.") for k in sd)
+        config = NerfEvaluatorConfig(conv_channels=channels("model.conv."),
+                                     global_conv_channels=channels("model.global_conv.") if use_global else (32, 64, 128),
+                                     mlp_hidden=tuple(c for _, c in mlp[:-1]), use_global=use_global)
+        return "nerf_evaluator", sd, config
+    raise CheckpointError("not a getagrip_ros checkpoint and not a known public Get a Grip layout "
+                          "(BPS evaluator state_dict, BPS sampler [state_dict, ...] list, NeRF evaluator dict)")
+
+
+def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.device | str = "cpu") -> LoadedModel:
+    """Load a model in eval mode; ``kind`` (if given) must match the checkpoint's.
+
+    Raises:
+        CheckpointError: missing/unreadable file, unknown layout, wrong kind, or weights not matching the model.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad checkpoint
+        raise CheckpointError(f"cannot read checkpoint {path}: {type(err).__name__}: {err}") from err
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        if data.get("version") != VERSION:
+            raise CheckpointError(f"{path}: checkpoint version {data.get('version')}, this build reads {VERSION}")
+        found = data.get("kind")
+        if found not in MODELS:
+            raise CheckpointError(f"{path}: unknown model kind {found!r}")
+        state_dict, config = data["state_dict"], _config_from_dict(MODELS[found][1], data["config"])
+        extras = {k: data.get(k) for k in ("grasp_mean", "grasp_std", "training_state")}
+        basis = None if data.get("bps_basis") is None else data["bps_basis"].numpy()
+        metadata, source = data.get("metadata") or {}, "getagrip"
+    else:
+        found, state_dict, config = _public_layout(data)
+        extras, basis, metadata, source = {}, None, {}, "public"
+    if kind is not None and kind != found:
+        raise CheckpointError(f"{path} holds a {found}, not a {kind}")
+    model = MODELS[found][0](config)
+    try:
+        model.load_state_dict(state_dict, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: weights do not match the {found} model: {err}") from err
+    model.to(device).eval()
+    to = (lambda t: None if t is None else t.to(device))
+    return LoadedModel(found, model, config, basis, to(extras.get("grasp_mean")), to(extras.get("grasp_std")),
+                       extras.get("training_state"), metadata, source)
