@@ -1,7 +1,5 @@
 """The learned models: public sizes and parameter names, the fast conditioned paths, DDIM, checkpoints."""
 
-import pickle
-
 import numpy as np
 import pytest
 import torch
@@ -15,6 +13,10 @@ from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfi
 SMALL_EVAL = BpsEvaluatorConfig(num_basis_points=64, hidden_width=32, block_neurons=16)
 SMALL_SAMPLER = BpsSamplerConfig(num_basis_points=64, d_model=16, num_heads=8, block_neurons=32)
 SMALL_NERF = NerfEvaluatorConfig(conv_channels=(4, 8), global_conv_channels=(4, 6), mlp_hidden=(16,))
+
+
+class Unsafe:
+    """Stands for any pickled object that is not plain weights."""
 
 
 def _randomise_batchnorm(model: torch.nn.Module, seed: int = 0) -> None:
@@ -172,14 +174,9 @@ def test_bad_checkpoints_are_rejected_with_a_reason(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="cannot read"):
         load_checkpoint(tmp_path / "junk.pt")
-
-    class Evil:
-        pass
-
-    with open(tmp_path / "evil.pt", "wb") as f:  # arbitrary objects are refused by weights_only loading
-        pickle.dump(Evil(), f)
+    torch.save({"state": Unsafe()}, tmp_path / "unsafe.pt")  # arbitrary objects are refused by weights_only
     with pytest.raises(CheckpointError, match="cannot read"):
-        load_checkpoint(tmp_path / "evil.pt")
+        load_checkpoint(tmp_path / "unsafe.pt")
     torch.save({"some": torch.zeros(1)}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a known public"):
         load_checkpoint(tmp_path / "other.pt")
