@@ -164,6 +164,6 @@ def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.dev
     except RuntimeError as err:
         raise CheckpointError(f"{path}: weights do not match the {found} model: {err}") from err
     model.to(device).eval()
-    to = (lambda t: None if t is None else t.to(device))
-    return LoadedModel(found, model, config, basis, to(extras.get("grasp_mean")), to(extras.get("grasp_std")),
+    mean, std = (None if extras.get(k) is None else extras[k].to(device) for k in ("grasp_mean", "grasp_std"))
+    return LoadedModel(found, model, config, basis, mean, std,
                        extras.get("training_state"), metadata, source)

@@ -58,7 +58,8 @@ def sample_heuristic_grasps(points_m: np.ndarray, num_grasps: int, hand: Allegro
     approach = torch.stack([cos_el * yaw.cos(), cos_el * yaw.sin(), sin_el], 1)  # from object toward the palm
     palm_normal = -approach
     # finger axis: random roll about the palm normal
-    helper = torch.where((approach[:, 2:].abs() > 0.9), torch.tensor([1.0, 0, 0], dtype=dtype), torch.tensor([0, 0, 1.0], dtype=dtype))
+    helper = torch.where(approach[:, 2:].abs() > 0.9, torch.tensor([1.0, 0, 0], dtype=dtype),
+                         torch.tensor([0, 0, 1.0], dtype=dtype))
     e1 = torch.linalg.cross(palm_normal, helper)
     e1 = e1 / e1.norm(dim=1, keepdim=True)
     e2 = torch.linalg.cross(palm_normal, e1)

@@ -1,8 +1,8 @@
-"""The grasp planner: validate the object -> sample -> filter -> rank -> refine -> closing targets.
+"""The grasp planner: object -> sample N -> cable filter -> evaluate -> top K -> refine -> sort -> closing targets.
 
-Pure Python/torch (no rclpy). The ROS node, the CLI and the demo all call :meth:`GraspPlanner.plan`.
-Samplers and evaluators are looked up by name; names the interface defines but this build cannot
-run yet (they need trained models) end with ``NOT_IMPLEMENTED`` and say so.
+Pure Python/torch (no rclpy). The ROS node, the CLI, the demo and the benchmarks all call
+:meth:`GraspPlanner.plan`, which never raises: bad input, missing models, cancellation and timeouts end
+in a :class:`PlanResult` with a status and a reason.
 """
 
 from __future__ import annotations
@@ -19,41 +19,62 @@ import torch
 from getagrip_ros.grasp.closing import ClosingConfig, closing_targets
 from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask
 from getagrip_ros.grasp.grasp import Grasp
-from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig, sample_heuristic_grasps
+from getagrip_ros.grasp.perturb import PerturbationConfig
+from getagrip_ros.models.bps_evaluator import Y_PGS
+from getagrip_ros.models.checkpoints import CheckpointError, LoadedModel, load_checkpoint
+from getagrip_ros.planning.evaluators import BpsGraspEvaluator, NerfGraspEvaluator, ScoreFn
+from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig
+from getagrip_ros.planning.object_input import PlanningObject, object_from_bps, object_from_nerf, object_from_points
+from getagrip_ros.planning.refinement import refine_grasps
+from getagrip_ros.planning.samplers import (DiffusionSampler, DiffusionSamplerConfig, FixedSampler, HeuristicSampler,
+                                            load_grasp_set)
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StageTimer, StatusCode
 
-#: name -> None if available, else why it is not (yet) available in this build.
-SAMPLERS: dict[str, str | None] = {
-    "heuristic": None,
-    "diffusion": "the diffusion sampler needs trained weights, which this build does not ship yet",
-    "fixed": "the fixed grasp set is built from a labelled dataset, which this build does not ship yet",
-}
-EVALUATORS: dict[str, str | None] = {
-    "none": None,
-    "bps": "the BPS evaluator needs trained weights, which this build does not ship yet",
-    "nerf": "the NeRF evaluator needs trained weights, which this build does not ship yet",
-}
+SAMPLERS = ("heuristic", "fixed", "diffusion")
+EVALUATORS = ("none", "bps", "nerf")
 BPS_SIZE = 4096
 MAX_GRASPS = 10_000
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Checkpoints and grasp sets ("" = not configured; the sampler/evaluator then answers NOT_IMPLEMENTED)."""
+
+    bps_evaluator: str = ""
+    """BPS evaluator checkpoint (ours or the public layout)."""
+    nerf_evaluator: str = ""
+    """NeRF evaluator checkpoint."""
+    bps_sampler: str = ""
+    """Diffusion sampler checkpoint."""
+    fixed_grasps: str = ""
+    """Fixed grasp set: our .npz or the public .npy grasp-config dict."""
 
 
 @dataclass(frozen=True)
 class GraspPlannerConfig:
     """Build-time settings of the planner (per-request options live in :class:`PlanRequest`)."""
 
-    num_samples: int = 1024
-    """Grasps sampled before filtering and ranking (raised to num_grasps when smaller). The paper samples
-    3200 for its learned evaluator to rank; the geometric sampler solves IK per sample, so fewer here."""
+    num_samples: int = 3200
+    """Grasps sampled before filtering and ranking (raised to num_grasps when smaller)."""
     chunk_size: int = 256
-    """Grasps per batch between progress reports and cancel checks."""
+    """Heuristic sampling: grasps per batch between progress reports and cancel checks."""
+    evaluation_batch_size: int = 1024
+    """Grasps scored per evaluator call while ranking the samples."""
+    nerf_evaluator_batch_size: int = 16
+    """Grasps gridded and scored at a time by the NeRF evaluator (memory: ~2.5 MB per grasp)."""
     min_points: int = 50
     """Fewest object points accepted."""
     apply_cable_filter: bool = True
     cable_filter: CableFilterConfig = field(default_factory=CableFilterConfig)
     heuristic_sampler: HeuristicSamplerConfig = field(default_factory=HeuristicSamplerConfig)
+    diffusion: DiffusionSamplerConfig = field(default_factory=DiffusionSamplerConfig)
+    refinement: PerturbationConfig = field(default_factory=PerturbationConfig)
+    """One refinement move (paper: wrist 5 mm, rotation 0.05 in so(3), joints 0.01 rad, std)."""
+    models: ModelFiles = field(default_factory=ModelFiles)
     closing: ClosingConfig = field(default_factory=ClosingConfig)
     device: str = "cpu"
+    """Where the learned models run (cpu or cuda:N)."""
 
 
 @dataclass
@@ -65,7 +86,9 @@ class PlanRequest:
     points_m: np.ndarray | None = None
     """(N, 3) object points."""
     bps: np.ndarray | None = None
-    """(4096,) basis-point distances, metres."""
+    """(4096,) basis-point distances, metres, measured from the table below the object centroid."""
+    bps_centroid_height_m: float = float("nan")
+    """With a BPS: height of the object centroid above the table (origin of the models' object frame)."""
     nerf_config_path: str | None = None
     num_grasps: int = 40
     sampler: str = "heuristic"
@@ -104,11 +127,15 @@ class PlanResult:
 
 
 ProgressFn = Callable[[str, float, float], None]
-"""progress(stage, fraction in [0, 1], best predicted y_PGS so far or NaN)."""
+"""progress(stage, overall fraction in [0, 1], best predicted y_PGS so far or NaN)."""
+
+#: Overall progress at the start of each stage.
+STAGE_PROGRESS = {"object": 0.0, "sampling": 0.05, "filtering": 0.35, "evaluation": 0.35, "refinement": 0.5,
+                  "closing_targets": 0.95}
 
 
 def validate_request(request: PlanRequest, min_points: int) -> None:
-    """Raise StageError(INVALID_GOAL / NOT_IMPLEMENTED) naming what is wrong with the request."""
+    """Raise StageError(INVALID_GOAL) naming what is wrong with the request."""
     sources = [n for n, v in (("point cloud", request.points_m), ("BPS", request.bps),
                               ("NeRF", request.nerf_config_path)) if v is not None]
     if len(sources) != 1:
@@ -119,10 +146,9 @@ def validate_request(request: PlanRequest, min_points: int) -> None:
         raise StageError(StatusCode.INVALID_GOAL, f"refinement_iterations must be >= 0, got {request.refinement_iterations}")
     if not (request.timeout_s >= 0 and math.isfinite(request.timeout_s)):
         raise StageError(StatusCode.INVALID_GOAL, f"timeout_s must be finite and >= 0, got {request.timeout_s}")
-    choices = (("sampler", request.sampler, SAMPLERS), ("evaluator", request.evaluator, EVALUATORS))
-    for kind, name, table in choices:
-        if name not in table:
-            raise StageError(StatusCode.INVALID_GOAL, f"unknown {kind} {name!r}; known: {sorted(table)}")
+    for kind, name, known in (("sampler", request.sampler, SAMPLERS), ("evaluator", request.evaluator, EVALUATORS)):
+        if name not in known:
+            raise StageError(StatusCode.INVALID_GOAL, f"unknown {kind} {name!r}; known: {list(known)}")
     if request.points_m is not None:
         pts = np.asarray(request.points_m)
         if pts.ndim != 2 or pts.shape[1] != 3:
@@ -138,23 +164,76 @@ def validate_request(request: PlanRequest, min_points: int) -> None:
             raise StageError(StatusCode.INVALID_GOAL, f"BPS must have {BPS_SIZE} values, got shape {bps.shape}")
         if not np.isfinite(bps).all() or (bps < 0).any():
             raise StageError(StatusCode.INVALID_GOAL, "BPS values must be finite distances >= 0")
+        if not (request.bps_centroid_height_m > 0 and math.isfinite(request.bps_centroid_height_m)):
+            raise StageError(StatusCode.INVALID_GOAL, "a BPS goal needs the object centroid's height above the table "
+                             f"(bps_centroid_height_m > 0), got {request.bps_centroid_height_m}")
     if request.nerf_config_path is not None and not Path(request.nerf_config_path).is_file():
         raise StageError(StatusCode.INVALID_GOAL, f"NeRF config not found: {request.nerf_config_path}")
-    for kind, name, table in choices:
-        if table[name] is not None:
-            raise StageError(StatusCode.NOT_IMPLEMENTED, f"{kind} {name!r} is not available: {table[name]}")
-    if request.sampler == "heuristic" and request.points_m is None:
-        raise StageError(StatusCode.NOT_IMPLEMENTED, "the heuristic sampler needs a point cloud; "
-                         "BPS and NeRF inputs need a learned sampler or the perception stage")
+    if request.sampler == "heuristic" and request.bps is not None:
+        raise StageError(StatusCode.INVALID_GOAL, "the heuristic sampler needs a point cloud or a NeRF; "
+                         "with a BPS only, use the diffusion or fixed sampler")
+    if request.evaluator == "nerf" and request.nerf_config_path is None:
+        raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source (nerf_config_path)")
 
 
 class GraspPlanner:
-    """Plans ranked grasps for one object at a time; construct once, call :meth:`plan` per object."""
+    """Plans ranked grasps for one object at a time; construct once, call :meth:`plan` per object.
+
+    Models are loaded on first use and kept (``preload`` loads the configured ones now).
+    """
 
     def __init__(self, config: GraspPlannerConfig = GraspPlannerConfig(), hand: AllegroHand | None = None) -> None:
         self.config = config
         self.hand = hand or AllegroHand(device=config.device)
+        self._models: dict[str, LoadedModel] = {}
+        self._grasp_set: Grasp | None = None
 
+    # -- models ---------------------------------------------------------------------------------
+    def _model(self, kind: str, path: str, parameter: str, what: str) -> LoadedModel:
+        if kind not in self._models:
+            if not path:
+                raise StageError(StatusCode.NOT_IMPLEMENTED, f"no checkpoint configured for the {what} "
+                                 f"(parameter models.{parameter})")
+            try:
+                self._models[kind] = load_checkpoint(path, kind, self.config.device)
+            except CheckpointError as err:
+                raise StageError(StatusCode.INTERNAL_ERROR, f"{what}: {err}") from err
+        return self._models[kind]
+
+    def preload(self) -> list[str]:
+        """Load every configured model and grasp set now; returns what was loaded. Raises StageError."""
+        loaded, m = [], self.config.models
+        for name, path in (("diffusion", m.bps_sampler), ("fixed", m.fixed_grasps)):
+            if path:
+                self._sampler(name)
+                loaded.append(f"sampler {name}")
+        for name, path in (("bps", m.bps_evaluator), ("nerf", m.nerf_evaluator)):
+            if path:
+                self._evaluator(name)
+                loaded.append(f"evaluator {name}")
+        return loaded
+
+    def _sampler(self, name: str):
+        cfg = self.config
+        if name == "heuristic":
+            return HeuristicSampler(self.hand, cfg.heuristic_sampler, cfg.chunk_size)
+        if name == "fixed":
+            if not cfg.models.fixed_grasps:
+                raise StageError(StatusCode.NOT_IMPLEMENTED, "no fixed grasp set configured (parameter models.fixed_grasps)")
+            if self._grasp_set is None:
+                self._grasp_set = load_grasp_set(cfg.models.fixed_grasps)
+            return FixedSampler(self._grasp_set)
+        return DiffusionSampler(self._model("bps_sampler", cfg.models.bps_sampler, "bps_sampler", "diffusion sampler"),
+                                cfg.diffusion)
+
+    def _evaluator(self, name: str):
+        m = self.config.models
+        if name == "bps":
+            return BpsGraspEvaluator(self._model("bps_evaluator", m.bps_evaluator, "bps_evaluator", "BPS evaluator"))
+        return NerfGraspEvaluator(self._model("nerf_evaluator", m.nerf_evaluator, "nerf_evaluator", "NeRF evaluator"),
+                                  self.hand, self.config.nerf_evaluator_batch_size)
+
+    # -- planning -------------------------------------------------------------------------------
     def plan(self, request: PlanRequest, progress: ProgressFn | None = None,
              should_cancel: Callable[[], bool] | None = None) -> PlanResult:
         """Run the whole pipeline; never raises for bad input or cancellation (see the result's status)."""
@@ -171,47 +250,101 @@ class GraspPlanner:
         try:
             with timer.stage("validation"):
                 validate_request(request, self.config.min_points)
-            planned = self._run(request, timer, report, checkpoint)
+            planned, note = self._run(request, timer, report, checkpoint)
         except StageError as err:
             return PlanResult(err.code, err.reason, None, timer.durations_s)
         except Exception as err:  # noqa: BLE001 - a planner bug must not take the caller down
             return PlanResult(StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}", None, timer.durations_s)
-        reason = f"{len(planned.grasps)} grasps"
-        if request.evaluator == "none":
-            reason += " (unranked: no evaluator, no refinement)"
-        return PlanResult(StatusCode.SUCCEEDED, reason, planned, timer.durations_s)
+        return PlanResult(StatusCode.SUCCEEDED, f"{len(planned.grasps)} grasps{note}", planned, timer.durations_s)
+
+    def _object(self, request: PlanRequest, report: ProgressFn) -> PlanningObject:
+        if request.points_m is not None:
+            return object_from_points(request.points_m, request.frame_id)
+        if request.bps is not None:
+            return object_from_bps(request.bps, request.frame_id, request.bps_centroid_height_m)
+        return object_from_nerf(request.nerf_config_path, self.config.device,
+                                lambda stage, f: report("object", STAGE_PROGRESS["sampling"] * f, math.nan))
 
     def _run(self, request: PlanRequest, timer: StageTimer, report: ProgressFn,
-             checkpoint: Callable[[], None]) -> PlannedGrasps:
+             checkpoint: Callable[[], None]) -> tuple[PlannedGrasps, str]:
         cfg = self.config
         generator = torch.Generator().manual_seed(int(request.seed))
         num_samples = max(cfg.num_samples, request.num_grasps)
-        nan = float("nan")
+        nan = math.nan
+        limits = (self.hand.lower_limits_rad.cpu().double(), self.hand.upper_limits_rad.cpu().double())
 
+        with timer.stage("models"):  # fail fast on a missing model, before any heavy work
+            sampler = self._sampler(request.sampler)
+            evaluator = None if request.evaluator == "none" else self._evaluator(request.evaluator)
+        with timer.stage("object"):
+            report("object", 0.0, nan)
+            obj = self._object(request, report)
+            checkpoint()
         with timer.stage("sampling"):
-            batches = []
-            for done in range(0, num_samples, cfg.chunk_size):
+            span = STAGE_PROGRESS["filtering"] - STAGE_PROGRESS["sampling"]
+
+            def sampling_step(fraction: float) -> None:
                 checkpoint()
-                n = min(cfg.chunk_size, num_samples - done)
-                batches.append(sample_heuristic_grasps(request.points_m, n, self.hand, request.frame_id,
-                                                       cfg.heuristic_sampler, generator))
-                report("sampling", 0.5 * (done + n) / num_samples, nan)
-            samples = Grasp.cat(batches)
+                report("sampling", STAGE_PROGRESS["sampling"] + span * fraction, nan)
+
+            samples = sampler.sample(obj, num_samples, generator, sampling_step)
+            samples.joint_angles_rad = torch.maximum(torch.minimum(samples.joint_angles_rad, limits[1]), limits[0])
         with timer.stage("filtering"):
             if cfg.apply_cable_filter:
                 samples = samples[cable_filter_mask(samples, cfg.cable_filter)]
             if len(samples) == 0:
                 raise StageError(StatusCode.NO_RESULT, f"none of the {num_samples} sampled grasps passed the filters")
-        chosen = samples[: request.num_grasps]  # no evaluator: sample order
 
+        if evaluator is None:
+            chosen, labels, note = samples[: request.num_grasps], torch.full((min(len(samples), request.num_grasps), 3), nan), \
+                " (unranked: no evaluator, no refinement)"
+        else:
+            chosen, labels, note = self._rank_and_refine(request, obj, evaluator, samples, generator, limits, timer,
+                                                         report, checkpoint)
         with timer.stage("closing_targets"):
+            report("closing_targets", STAGE_PROGRESS["closing_targets"], float(labels[0, Y_PGS]))
             pre, closed = [], []
             for done in range(0, len(chosen), cfg.chunk_size):
                 checkpoint()
-                targets = closing_targets(self.hand, chosen[done : done + cfg.chunk_size], cfg.closing)
+                targets = closing_targets(self.hand, chosen[done: done + cfg.chunk_size], cfg.closing)
                 pre.append(targets.pregrasp.joint_angles_rad)
                 closed.append(targets.closed.joint_angles_rad)
-                report("closing_targets", 0.5 + 0.5 * min(done + cfg.chunk_size, len(chosen)) / len(chosen), nan)
-        k = len(chosen)
-        no_label = torch.full((k,), nan)
-        return PlannedGrasps(chosen, no_label, no_label.clone(), no_label.clone(), torch.cat(pre), torch.cat(closed))
+        report("done", 1.0, float(labels[0, Y_PGS]))
+        planned = PlannedGrasps(chosen, labels[:, 2].clone(), labels[:, 1].clone(), labels[:, 0].clone(),
+                                torch.cat(pre), torch.cat(closed))
+        return planned, note
+
+    def _rank_and_refine(self, request: PlanRequest, obj: PlanningObject, evaluator, samples: Grasp,
+                         generator: torch.Generator, limits, timer: StageTimer, report: ProgressFn,
+                         checkpoint: Callable[[], None]) -> tuple[Grasp, torch.Tensor, str]:
+        cfg = self.config
+        batch = cfg.nerf_evaluator_batch_size if request.evaluator == "nerf" else cfg.evaluation_batch_size
+        with timer.stage("evaluation"):
+            score: ScoreFn = evaluator.prepare(obj)
+            span = STAGE_PROGRESS["refinement"] - STAGE_PROGRESS["evaluation"]
+            parts, best = [], math.nan
+            for done in range(0, len(samples), batch):
+                checkpoint()
+                parts.append(score(samples[done: done + batch]))
+                best = float(torch.cat(parts)[:, Y_PGS].max())
+                report("evaluation", STAGE_PROGRESS["evaluation"] + span * min(done + batch, len(samples)) / len(samples), best)
+            labels = torch.cat(parts)
+            top = labels[:, Y_PGS].argsort(descending=True, stable=True)[: request.num_grasps]
+            chosen, labels = samples[top], labels[top]
+        with timer.stage("refinement"):
+            iterations = request.refinement_iterations
+            span = STAGE_PROGRESS["closing_targets"] - STAGE_PROGRESS["refinement"]
+            before = float(labels[:, Y_PGS].mean())
+
+            def on_iteration(it: int, current: torch.Tensor) -> None:
+                checkpoint()
+                report("refinement", STAGE_PROGRESS["refinement"] + span * (it + 1) / iterations, float(current[:, Y_PGS].max()))
+
+            allowed = (lambda g: cable_filter_mask(g, cfg.cable_filter)) if cfg.apply_cable_filter else None
+            chosen, labels, accepted = refine_grasps(chosen, labels, score, iterations, cfg.refinement, generator,
+                                                     limits, allowed, on_iteration)
+            order = labels[:, Y_PGS].argsort(descending=True, stable=True)
+            chosen, labels = chosen[order], labels[order]
+        note = (f" ranked by the {request.evaluator} evaluator; {iterations} refinement iterations raised the mean "
+                f"predicted y_PGS {before:.3f} -> {float(labels[:, Y_PGS].mean()):.3f} ({int(accepted.sum())} moves accepted)")
+        return chosen, labels, note

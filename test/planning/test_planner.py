@@ -41,7 +41,7 @@ def test_plan_returns_filtered_grasps_with_joint_targets(planner):
     assert p.pregrasp_joints_rad.shape == (10, 16) and p.closed_joints_rad.shape == (10, 16)
     assert bool(planner.hand.within_limits(p.closed_joints_rad).all())
     assert torch.isnan(p.y_pgs).all() and "unranked" in result.reason
-    assert set(result.timings_s) == {"validation", "sampling", "filtering", "closing_targets"}
+    assert set(result.timings_s) == {"validation", "models", "object", "sampling", "filtering", "closing_targets"}
 
 
 @pytest.mark.parametrize("change, code, words", [
@@ -52,9 +52,17 @@ def test_plan_returns_filtered_grasps_with_joint_targets(planner):
     (dict(refinement_iterations=-1), StatusCode.INVALID_GOAL, "refinement_iterations"),
     (dict(timeout_s=float("nan")), StatusCode.INVALID_GOAL, "timeout_s"),
     (dict(evaluator="magic"), StatusCode.INVALID_GOAL, "unknown evaluator"),
-    (dict(evaluator="nerf"), StatusCode.NOT_IMPLEMENTED, "evaluator 'nerf' is not available"),
+    (dict(evaluator="nerf"), StatusCode.INVALID_GOAL, "needs a NeRF object source"),
+    (dict(evaluator="bps"), StatusCode.NOT_IMPLEMENTED, "no checkpoint configured for the BPS evaluator"),
+    (dict(sampler="diffusion"), StatusCode.NOT_IMPLEMENTED, "no checkpoint configured for the diffusion sampler"),
+    (dict(sampler="fixed"), StatusCode.NOT_IMPLEMENTED, "no fixed grasp set configured"),
+    (dict(sampler="magic"), StatusCode.INVALID_GOAL, "unknown sampler"),
+    (dict(points_m=np.full((100, 3), np.nan)), StatusCode.INVALID_GOAL, "100 points with NaN"),
+    (dict(points_m=None, bps=np.full(4095, 0.1), bps_centroid_height_m=0.05), StatusCode.INVALID_GOAL, "4096 values"),
+    (dict(points_m=None, bps=np.full(4096, 0.1)), StatusCode.INVALID_GOAL, "bps_centroid_height_m > 0"),
     (dict(points_m=None, nerf_config_path="/nonexistent/config.yml"), StatusCode.INVALID_GOAL, "NeRF config not found"),
-    (dict(points_m=None, bps=np.full(4096, 0.1)), StatusCode.NOT_IMPLEMENTED, "needs a point cloud"),
+    (dict(points_m=None, bps=np.full(4096, 0.1), bps_centroid_height_m=0.05), StatusCode.INVALID_GOAL,
+     "heuristic sampler needs a point cloud"),
     (dict(points_m=None, bps=np.full(4096, -0.1)), StatusCode.INVALID_GOAL, ">= 0"),
 ])
 def test_bad_requests_end_with_a_reason(planner, change, code, words):
@@ -79,6 +87,6 @@ def test_cancel_timeout_and_no_result():
 def test_internal_errors_are_reported_not_raised(planner, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("simulated bug")
-    monkeypatch.setattr("getagrip_ros.planning.planner.sample_heuristic_grasps", boom)
+    monkeypatch.setattr("getagrip_ros.planning.samplers.sample_heuristic_grasps", boom)
     result = planner.plan(PlanRequest(points_m=box_surface_points()))
     assert result.status == StatusCode.INTERNAL_ERROR and "simulated bug" in result.reason

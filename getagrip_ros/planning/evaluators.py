@@ -1,0 +1,98 @@
+"""Grasp evaluators: predicted [y_pick, y_coll, y_PGS] for grasps of one object (only y_PGS ranks).
+
+- BPS evaluator: the object's BPS and the grasp in Oy.
+- NeRF evaluator: NeRF opacity on a grid in front of each fingertip and on a global grid around the
+  centroid, each with the grid points' Oy coordinates as extra channels.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from getagrip_ros.grasp.frames import invert_transform
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.models.checkpoints import LoadedModel
+from getagrip_ros.perception.bps import public_basis_points_By
+from getagrip_ros.perception.density import FingerGridConfig, GlobalGridConfig, finger_density_grids, global_density_grid
+from getagrip_ros.planning.object_input import PlanningObject
+from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.status import StageError, StatusCode
+
+ScoreFn = Callable[[Grasp], torch.Tensor]
+"""Grasps in the object's frame -> (B, 3) float32 CPU predictions [y_pick, y_coll, y_PGS]."""
+
+#: Global grid of the public NeRF evaluator checkpoints (30^3 over 0.3 m).
+PUBLIC_GLOBAL_GRID = GlobalGridConfig(resolution=30, size_m=0.3)
+
+
+def _grasps_in_Oy(grasps: Grasp, obj: PlanningObject) -> Grasp:
+    return grasps.to(dtype=torch.float64).transformed(invert_transform(obj.T_frame_Oy), "Oy")
+
+
+class BpsGraspEvaluator:
+    def __init__(self, loaded: LoadedModel) -> None:
+        n = loaded.config.num_basis_points
+        basis = public_basis_points_By()
+        if loaded.bps_basis is not None and (loaded.bps_basis.shape != basis.shape
+                                             or not np.allclose(loaded.bps_basis, basis, atol=1e-6)):
+            raise StageError(StatusCode.INTERNAL_ERROR, "the BPS evaluator checkpoint was trained with another basis "
+                             f"({loaded.bps_basis.shape[0]} points) than this stack's fixed basis")
+        if n != len(basis):
+            raise StageError(StatusCode.INTERNAL_ERROR, f"the BPS evaluator expects {n} basis points, the basis has {len(basis)}")
+        self.loaded = loaded
+        self.device = next(loaded.model.parameters()).device
+
+    def prepare(self, obj: PlanningObject) -> ScoreFn:
+        score = self.loaded.model.conditioned(torch.as_tensor(obj.bps_m, dtype=torch.float32, device=self.device))
+
+        def evaluate(grasps: Grasp) -> torch.Tensor:
+            x = _grasps_in_Oy(grasps, obj).to_vector().to(self.device, torch.float32)
+            return score(x).float().cpu()
+
+        return evaluate
+
+
+class NerfGraspEvaluator:
+    """Needs a NeRF (density function); ``batch_size`` grasps are gridded and evaluated at a time."""
+
+    def __init__(self, loaded: LoadedModel, hand: AllegroHand, batch_size: int = 16,
+                 finger_grid: FingerGridConfig = FingerGridConfig()) -> None:
+        self.loaded, self.hand, self.batch_size, self.finger_grid = loaded, hand, batch_size, finger_grid
+        grid = loaded.metadata.get("global_grid")
+        self.global_grid = GlobalGridConfig(*grid) if grid else PUBLIC_GLOBAL_GRID
+        self.device = next(loaded.model.parameters()).device
+
+    def prepare(self, obj: PlanningObject) -> ScoreFn:
+        if obj.density_fn is None:
+            raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source")
+        T_Oy_frame = invert_transform(obj.T_frame_Oy).float()
+
+        def in_Oy(points: torch.Tensor) -> torch.Tensor:
+            return points @ T_Oy_frame[:3, :3].T + T_Oy_frame[:3, 3]
+
+        centroid = obj.T_frame_Oy[:3, 3].float()
+        glob = global_density_grid(obj.density_fn, centroid, self.global_grid)
+        global_input = torch.cat([glob.alpha[None], in_Oy(glob.points_world_m).permute(3, 0, 1, 2)])[None]
+        model = self.loaded.model
+
+        @torch.no_grad()
+        def evaluate(grasps: Grasp) -> torch.Tensor:
+            out = []
+            for start in range(0, len(grasps), self.batch_size):
+                g = grasps[start:start + self.batch_size].to(dtype=torch.float32)
+                q = g.joint_angles_rad.to(self.hand.device, self.hand.dtype)
+                T_palm_tip = self.hand.fingertip_poses(q).cpu().float()  # (B, 4, 4, 4)
+                R, p = g.palm_rotation, g.palm_position_m
+                tips = torch.einsum("bij,bfj->bfi", R, T_palm_tip[..., :3, 3]) + p[:, None]
+                along = torch.einsum("bij,bfj->bfi", R, T_palm_tip[..., :3, 2])
+                grids = finger_density_grids(obj.density_fn, tips, g.fingertip_directions, along, self.finger_grid)
+                coords = in_Oy(grids.points_world_m).permute(0, 1, 5, 2, 3, 4)
+                fingers = torch.cat([grids.alpha[:, :, None], coords], dim=2).to(self.device)
+                b = len(g)
+                out.append(model(fingers, global_input.expand(b, -1, -1, -1, -1).to(self.device)).float().cpu())
+            return torch.cat(out)
+
+        return evaluate

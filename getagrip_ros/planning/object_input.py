@@ -1,0 +1,71 @@
+"""What the planner knows about the object, from a point cloud, a BPS or a trained NeRF.
+
+Every learned model works in the public code's object frame Oy: y up, origin at the object centroid,
+axes the world's rotated by Rx(+90 deg). ``T_frame_Oy`` places it in the request's frame (z up, table top
+at z = 0), which is also the frame the returned grasps are expressed in.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from getagrip_ros.grasp.frames import T_zup_yup
+from getagrip_ros.perception.bps import encode_bps
+from getagrip_ros.status import StageError, StatusCode
+
+
+@dataclass
+class PlanningObject:
+    frame_id: str
+    """Frame of the object data and of the returned grasps (z up, table top at z = 0)."""
+    T_frame_Oy: torch.Tensor
+    """(4, 4) float64 pose of the model frame Oy (origin at the centroid)."""
+    bps_m: np.ndarray
+    """(4096,) distances from the public basis (placed in By = Oy moved down to the table) to the object."""
+    points_m: np.ndarray | None = None
+    """(N, 3) object points in frame_id, when known."""
+    density_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """NeRF density at (..., 3) points of frame_id (NeRF input only)."""
+
+    @property
+    def centroid_m(self) -> np.ndarray:
+        return self.T_frame_Oy[:3, 3].numpy()
+
+
+def T_frame_Oy_at(centroid_m: np.ndarray) -> torch.Tensor:
+    """(4, 4) pose of Oy with its origin at centroid_m of a z-up frame."""
+    T = T_zup_yup()
+    T[:3, 3] = torch.as_tensor(np.asarray(centroid_m, dtype=float))
+    return T
+
+
+def object_from_points(points_m: np.ndarray, frame_id: str) -> PlanningObject:
+    """Centroid = mean of the cloud; BPS measured from the table below it."""
+    pts = np.asarray(points_m, dtype=float)
+    centroid = pts.mean(axis=0)
+    bps = encode_bps(pts, np.array([centroid[0], centroid[1], 0.0]))
+    return PlanningObject(frame_id, T_frame_Oy_at(centroid), bps.distances_m, points_m=pts)
+
+
+def object_from_bps(bps_m: np.ndarray, frame_id: str, centroid_height_m: float) -> PlanningObject:
+    """BPS frame B: origin on the table below the centroid, which sits ``centroid_height_m`` above it."""
+    return PlanningObject(frame_id, T_frame_Oy_at(np.array([0.0, 0.0, centroid_height_m])),
+                          np.asarray(bps_m, dtype=np.float32))
+
+
+def object_from_nerf(nerf_config_path: str, device: str,
+                     progress: Callable[[str, float], None] | None = None) -> PlanningObject:
+    """Density centroid, cleaned NeRF cloud and BPS from a trained NeRF (world frame), as perception does."""
+    from getagrip_ros.perception.extract import extract_object
+
+    with tempfile.TemporaryDirectory(prefix="plan_grasp_nerf_") as tmp:
+        rep = extract_object("nerf", tmp, nerf_config_path=nerf_config_path, device=device, progress=progress)
+    if rep.density_fn is None:
+        raise StageError(StatusCode.INTERNAL_ERROR, "the NeRF extraction returned no density function")
+    return PlanningObject("world", T_frame_Oy_at(rep.centroid_world_m), rep.bps.distances_m,
+                          points_m=rep.points_world_m, density_fn=rep.density_fn)

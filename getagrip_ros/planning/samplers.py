@@ -1,0 +1,130 @@
+"""Grasp samplers: the geometric heuristic, a fixed set of good grasps, and the BPS diffusion model.
+
+Each returns grasps in the planning object's frame. Fixed sets and the diffusion model live in the
+model frame Oy (see :mod:`getagrip_ros.planning.object_input`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+import torch
+
+from getagrip_ros.grasp.grasp import GRASP_DIM, Grasp
+from getagrip_ros.models.checkpoints import LoadedModel
+from getagrip_ros.models.diffusion import DiffusionSchedule, ddim_timesteps
+from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig, sample_heuristic_grasps
+from getagrip_ros.planning.object_input import PlanningObject
+from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.status import StageError, StatusCode
+
+StepFn = Callable[[float], None]
+"""Called with the fraction of sampling done; raises to cancel."""
+
+
+def _in_object_frame(grasps_Oy: Grasp, obj: PlanningObject) -> Grasp:
+    return grasps_Oy.to(dtype=torch.float64).transformed(obj.T_frame_Oy, obj.frame_id)
+
+
+class HeuristicSampler:
+    """Geometric sampler (no training); needs the object's points."""
+
+    def __init__(self, hand: AllegroHand, config: HeuristicSamplerConfig = HeuristicSamplerConfig(),
+                 chunk_size: int = 256) -> None:
+        self.hand, self.config, self.chunk_size = hand, config, chunk_size
+
+    def sample(self, obj: PlanningObject, num: int, generator: torch.Generator, step: StepFn) -> Grasp:
+        if obj.points_m is None:
+            raise StageError(StatusCode.INVALID_GOAL, "the heuristic sampler needs a point cloud or a NeRF; "
+                             "with a BPS only, use the diffusion or fixed sampler")
+        batches = []
+        for done in range(0, num, self.chunk_size):
+            n = min(self.chunk_size, num - done)
+            batches.append(sample_heuristic_grasps(obj.points_m, n, self.hand, obj.frame_id, self.config, generator))
+            step((done + n) / num)
+        return Grasp.cat(batches)
+
+
+def load_grasp_set(path: str | Path) -> Grasp:
+    """Grasps (in Oy) from our ``.npz`` (``grasps`` (B, 37)) or the public code's ``.npy`` grasp-config dict.
+
+    Raises:
+        StageError(INTERNAL_ERROR): missing or malformed file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise StageError(StatusCode.INTERNAL_ERROR, f"fixed grasp set not found: {path}")
+    try:
+        if path.suffix == ".npz":
+            with np.load(path) as data:
+                grasps = Grasp.from_vector(data["grasps"], "Oy")
+        else:
+            d = np.load(path, allow_pickle=True).item()
+            grasps = Grasp(d["trans"], d["rot"], d["joint_angles"], np.asarray(d["grasp_orientations"])[..., :, 2],
+                           frame_id="Oy")
+    except Exception as err:  # noqa: BLE001 - any reading problem is a bad file
+        raise StageError(StatusCode.INTERNAL_ERROR, f"cannot read the fixed grasp set {path}: "
+                         f"{type(err).__name__}: {err}") from err
+    if len(grasps) == 0:
+        raise StageError(StatusCode.INTERNAL_ERROR, f"the fixed grasp set {path} is empty")
+    return grasps
+
+
+def save_grasp_set(path: str | Path, grasps_Oy: Grasp, **labels: np.ndarray) -> Path:
+    """Write a fixed grasp set (``grasps`` (B, 37) in Oy, plus optional per-grasp labels) as .npz."""
+    if grasps_Oy.frame_id != "Oy":
+        raise ValueError(f"fixed grasp sets are stored in Oy, got grasps in {grasps_Oy.frame_id!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, grasps=grasps_Oy.to_numpy_vector().astype(np.float32), **labels)
+    return path
+
+
+class FixedSampler:
+    """A fixed set of good grasps reused for every object (in its Oy frame); a seeded random subset."""
+
+    def __init__(self, grasps_Oy: Grasp) -> None:
+        self.grasps_Oy = grasps_Oy
+
+    def sample(self, obj: PlanningObject, num: int, generator: torch.Generator, step: StepFn) -> Grasp:
+        n = len(self.grasps_Oy)
+        index = torch.randperm(n, generator=generator)[:num] if n > num else torch.arange(n)
+        step(1.0)
+        return _in_object_frame(self.grasps_Oy[index], obj)
+
+
+@dataclass(frozen=True)
+class DiffusionSamplerConfig:
+    num_steps: int = 50
+    """DDIM steps (public code: 1000; 20-100 are CPU-friendly)."""
+    skip_type: Literal["quad", "uniform"] = "quad"
+    eta: float = 0.0
+    """0 = deterministic DDIM given the initial noise."""
+
+
+class DiffusionSampler:
+    """DDIM sampling of the BPS-conditioned diffusion model."""
+
+    def __init__(self, loaded: LoadedModel, config: DiffusionSamplerConfig = DiffusionSamplerConfig()) -> None:
+        self.loaded, self.config = loaded, config
+        self.device = next(loaded.model.parameters()).device
+        self.schedule = DiffusionSchedule(device=self.device)
+
+    def sample(self, obj: PlanningObject, num: int, generator: torch.Generator, step: StepFn) -> Grasp:
+        model = self.loaded.model
+        eps_fn = model.conditioned(torch.as_tensor(obj.bps_m, dtype=torch.float32, device=self.device))
+        x_T = torch.randn(num, GRASP_DIM, generator=generator).to(self.device)
+        timesteps = ddim_timesteps(self.config.num_steps, self.schedule.config.num_timesteps, self.config.skip_type)
+        x0 = self.schedule.ddim_sample(eps_fn, x_T, timesteps, self.config.eta, generator,
+                                       on_step=lambda i, n: step((i + 1) / n))
+        if self.loaded.grasp_mean is not None:
+            x0 = x0 * self.loaded.grasp_std + self.loaded.grasp_mean
+        x0 = x0.double().cpu()
+        d = x0[:, 25:].reshape(-1, 4, 3)
+        x0[:, 25:] = (d / d.norm(dim=-1, keepdim=True).clamp_min(1e-9)).reshape(-1, 12)
+        grasps = Grasp.from_vector(x0, "Oy")
+        finite = torch.isfinite(x0).all(1)
+        return _in_object_frame(grasps[finite], obj)

@@ -1,0 +1,229 @@
+"""Planning with learned models: samplers (fixed, diffusion), evaluators (BPS, NeRF), refinement, checkpoints.
+
+The models are small and randomly initialised; the tests check what the planner does with any model:
+frames, ranking, refinement that only accepts improvements, determinism, and clear failures.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from getagrip_ros.grasp.filters import cable_filter_mask
+from getagrip_ros.grasp.frames import grasp_zup_to_yup
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.grasp.perturb import PerturbationConfig
+from getagrip_ros.models.bps_evaluator import BpsEvaluator, BpsEvaluatorConfig
+from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
+from getagrip_ros.models.checkpoints import LoadedModel, load_checkpoint, save_checkpoint
+from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfig
+from getagrip_ros.objects.primitives import box_surface_points
+from getagrip_ros.perception.bps import encode_bps, public_basis_points_By
+from getagrip_ros.perception.density import FingerGridConfig
+from getagrip_ros.planning.evaluators import NerfGraspEvaluator
+from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
+from getagrip_ros.planning.object_input import PlanningObject, T_frame_Oy_at, object_from_points
+from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
+from getagrip_ros.planning.refinement import refine_grasps
+from getagrip_ros.planning.samplers import load_grasp_set, save_grasp_set
+from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.status import StatusCode
+
+POINTS = box_surface_points()
+
+
+def _randomise_batchnorm(model, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm1d):
+            m.running_mean.copy_(torch.rand(m.num_features, generator=g) * 0.2)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) * 0.05 + 0.01)
+
+
+@pytest.fixture(scope="module")
+def hand():
+    return AllegroHand()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, hand):
+    """Tiny checkpoints in our format and a fixed grasp set (heuristic grasps on the box, in Oy)."""
+    out = tmp_path_factory.mktemp("models")
+    torch.manual_seed(0)
+    evaluator = BpsEvaluator(BpsEvaluatorConfig(hidden_width=64, block_neurons=32))
+    _randomise_batchnorm(evaluator)
+    save_checkpoint(out / "evaluator.pt", "bps_evaluator", evaluator, evaluator.config, bps_basis=public_basis_points_By())
+    obj = object_from_points(POINTS, "world")
+    world = sample_heuristic_grasps(POINTS, 400, hand, "world", generator=torch.Generator().manual_seed(1))
+    world = world[cable_filter_mask(world)]
+    grasps_Oy = world.transformed(torch.linalg.inv(obj.T_frame_Oy), "Oy")
+    save_grasp_set(out / "fixed.npz", grasps_Oy, y_PGS=np.ones(len(grasps_Oy), np.float32))
+    vectors = grasps_Oy.to_vector().float()
+    sampler = BpsSampler(BpsSamplerConfig(d_model=16, num_heads=8, block_neurons=32))
+    save_checkpoint(out / "sampler.pt", "bps_sampler", sampler, sampler.config, bps_basis=public_basis_points_By(),
+                    grasp_mean=vectors.mean(0), grasp_std=vectors.std(0) + 1e-3)
+    other = public_basis_points_By() + 0.01
+    save_checkpoint(out / "other_basis.pt", "bps_evaluator", evaluator, evaluator.config, bps_basis=other)
+    return {"dir": out, "files": ModelFiles(bps_evaluator=str(out / "evaluator.pt"), bps_sampler=str(out / "sampler.pt"),
+                                            fixed_grasps=str(out / "fixed.npz")), "grasps_Oy": grasps_Oy}
+
+
+@pytest.fixture(scope="module")
+def planner(models, hand):
+    cfg = GraspPlannerConfig(num_samples=300, models=models["files"],
+                             diffusion=dataclasses.replace(GraspPlannerConfig().diffusion, num_steps=10))
+    return GraspPlanner(cfg, hand)
+
+
+def _plan(planner, **kw):
+    request = PlanRequest(points_m=POINTS, num_grasps=8, sampler="fixed", evaluator="bps", refinement_iterations=10)
+    return planner.plan(dataclasses.replace(request, **kw))
+
+
+def test_bps_evaluator_ranks_in_the_public_object_frame(planner, models):
+    result = _plan(planner)
+    assert result.success, result.reason
+    p = result.planned
+    assert len(p.grasps) == 8 and p.grasps.frame_id == "world"
+    assert bool((p.y_pgs[:-1] >= p.y_pgs[1:]).all())  # best first
+    # independent recomputation: full model forward, grasps in Oy (y up, origin at the cloud centroid)
+    model = load_checkpoint(models["dir"] / "evaluator.pt").model
+    centroid = POINTS.mean(0)
+    grasps_Oy = grasp_zup_to_yup(p.grasps.transformed(torch.tensor(
+        [[1, 0, 0, -centroid[0]], [0, 1, 0, -centroid[1]], [0, 0, 1, -centroid[2]], [0, 0, 0, 1.0]],
+        dtype=torch.float64), "object"))
+    bps = torch.from_numpy(encode_bps(POINTS, np.array([*centroid[:2], 0.0])).distances_m)
+    with torch.no_grad():
+        expected = model(bps.expand(8, -1), grasps_Oy.to_vector().float())
+    torch.testing.assert_close(p.y_pgs, expected[:, 2], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(p.y_pick, expected[:, 0], atol=1e-5, rtol=1e-4)
+    assert bool(cable_filter_mask(p.grasps).all())
+    assert {"evaluation", "refinement"} <= set(result.timings_s) and "moves accepted" in result.reason
+
+
+def test_refinement_only_ever_improves_and_accepts_moves(planner):
+    base = _plan(planner, refinement_iterations=0).planned
+    refined = _plan(planner, refinement_iterations=30).planned
+    assert bool((refined.y_pgs >= base.y_pgs - 1e-6).all())  # order statistics of improved grasps
+    assert float(refined.y_pgs.mean()) > float(base.y_pgs.mean())
+
+
+def test_same_seed_same_grasps_other_seed_other_grasps(planner):
+    for sampler in ("fixed", "diffusion"):
+        a, b = _plan(planner, sampler=sampler, seed=5).planned, _plan(planner, sampler=sampler, seed=5).planned
+        c = _plan(planner, sampler=sampler, seed=6).planned
+        torch.testing.assert_close(a.grasps.to_vector(), b.grasps.to_vector(), rtol=0, atol=0)
+        assert not torch.allclose(a.grasps.to_vector(), c.grasps.to_vector())
+
+
+def test_diffusion_sampler_with_a_bps_goal(planner):
+    obj = object_from_points(POINTS, "world")
+    stages = []
+    result = planner.plan(PlanRequest(bps=obj.bps_m, bps_centroid_height_m=float(POINTS.mean(0)[2]), frame_id="object",
+                                      sampler="diffusion", evaluator="bps", num_grasps=5, refinement_iterations=3),
+                          progress=lambda stage, fraction, best: stages.append((stage, fraction)))
+    assert result.success, result.reason
+    assert result.planned.grasps.frame_id == "object" and len(result.planned.grasps) == 5
+    names = [s for s, _ in stages]
+    assert names.count("sampling") == 10 and names.count("refinement") == 3  # one report per DDIM step / iteration
+    fractions = [f for _, f in stages]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+
+
+def test_fixed_sets_in_both_formats_are_placed_at_the_object(tmp_path, hand):
+    grasp_Oy = Grasp(torch.tensor([[0.01, 0.02, 0.03]]), torch.eye(3)[None], torch.zeros(1, 16),
+                     torch.tensor([[[0.0, 0.0, 1.0]] * 4]), frame_id="Oy")
+    save_grasp_set(tmp_path / "ours.npz", grasp_Oy)
+    public = {"trans": np.array([[0.01, 0.02, 0.03]]), "rot": np.eye(3)[None], "joint_angles": np.zeros((1, 16)),
+              "grasp_orientations": np.tile(np.eye(3), (1, 4, 1, 1)), "y_PGS": np.ones(1)}
+    np.save(tmp_path / "public.npy", public, allow_pickle=True)
+    for name in ("ours.npz", "public.npy"):
+        torch.testing.assert_close(load_grasp_set(tmp_path / name).to_vector().double(), grasp_Oy.to_vector().double())
+        planner = GraspPlanner(GraspPlannerConfig(num_samples=1, apply_cable_filter=False,
+                                                  models=ModelFiles(fixed_grasps=str(tmp_path / name))), hand)
+        result = planner.plan(PlanRequest(points_m=POINTS, num_grasps=1, sampler="fixed"))
+        assert result.success, result.reason
+        # Oy -> z-up: (x, y, z)_Oy = (x, -z, y) in the world, from the cloud centroid
+        expected = POINTS.mean(0) + np.array([0.01, -0.03, 0.02])
+        np.testing.assert_allclose(result.planned.grasps.palm_position_m[0].numpy(), expected, atol=1e-6)
+        np.testing.assert_allclose(result.planned.grasps.fingertip_directions[0, 0].numpy(), [0, -1, 0], atol=1e-6)
+
+
+@pytest.mark.parametrize("files, words", [
+    (ModelFiles(bps_evaluator="/nonexistent/evaluator.pt", fixed_grasps="FIXED"), "checkpoint not found"),
+    (ModelFiles(bps_evaluator="SAMPLER", fixed_grasps="FIXED"), "holds a bps_sampler, not a bps_evaluator"),
+    (ModelFiles(bps_evaluator="OTHER_BASIS", fixed_grasps="FIXED"), "another basis"),
+    (ModelFiles(bps_evaluator="EVALUATOR", fixed_grasps="/nonexistent/set.npz"), "fixed grasp set not found"),
+    (ModelFiles(bps_evaluator="EVALUATOR", fixed_grasps="EVALUATOR"), "cannot read the fixed grasp set"),
+])
+def test_missing_or_mismatched_models_end_with_a_reason(models, hand, files, words):
+    names = {"FIXED": "fixed.npz", "SAMPLER": "sampler.pt", "OTHER_BASIS": "other_basis.pt", "EVALUATOR": "evaluator.pt"}
+    files = ModelFiles(**{k: str(models["dir"] / names[v]) if v in names else v for k, v in dataclasses.asdict(files).items()})
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=50, models=files), hand)
+    result = planner.plan(PlanRequest(points_m=POINTS, sampler="fixed", evaluator="bps"))
+    assert result.status == StatusCode.INTERNAL_ERROR and words in result.reason and result.planned is None
+
+
+def test_cancel_during_refinement_stops_within_one_iteration(planner):
+    reports = []
+
+    def cancel():
+        return any(stage == "refinement" for stage, _ in reports)
+
+    result = planner.plan(PlanRequest(points_m=POINTS, sampler="fixed", evaluator="bps", refinement_iterations=50),
+                          progress=lambda stage, fraction, best: reports.append((stage, fraction)), should_cancel=cancel)
+    assert result.status == StatusCode.CANCELED
+    assert [s for s, _ in reports].count("refinement") == 1
+
+
+def test_refine_grasps_moves_toward_better_scores():
+    """With a score that prefers palms near a target, refinement walks the palms there and never gets worse."""
+    target = torch.tensor([0.1, 0.0, 0.2], dtype=torch.float64)
+
+    def score(g):
+        y = torch.exp(-(g.palm_position_m - target).norm(dim=1) / 0.05).float()
+        return torch.stack([y, y, y], 1)
+
+    start = Grasp(torch.zeros(6, 3, dtype=torch.float64), torch.eye(3, dtype=torch.float64).expand(6, 3, 3),
+                  torch.zeros(6, 16), torch.tensor([[[1.0, 0, 0]] * 4] * 6))
+    limits = (torch.full((16,), -1.0, dtype=torch.float64), torch.full((16,), 1.0, dtype=torch.float64))
+    history = []
+    refined, labels, accepted = refine_grasps(start, score(start), score, 200, PerturbationConfig(),
+                                              torch.Generator().manual_seed(0), limits,
+                                              on_iteration=lambda it, y: history.append(y[:, 2].clone()))
+    distance = (refined.palm_position_m - target).norm(dim=1)
+    assert bool((distance < 0.12).all()) and bool((accepted > 5).all())
+    assert all(bool((b >= a).all()) for a, b in zip(history, history[1:]))
+    torch.testing.assert_close(labels, score(refined))
+
+
+def test_nerf_evaluator_sees_opacity_and_object_frame_coordinates(hand):
+    """Analytic density (a 4 cm ball on the table); the grids' coordinate channels are the points in Oy."""
+    centre = torch.tensor([0.6, 0.0, 0.05])
+
+    def density(points):
+        return torch.where((points - centre.to(points)).norm(dim=-1) < 0.04, 1000.0, 0.0).to(points)
+
+    obj = PlanningObject("world", T_frame_Oy_at(centre.double().numpy()), np.zeros(4096, np.float32), density_fn=density)
+    model = NerfEvaluator(NerfEvaluatorConfig(conv_channels=(4,), global_conv_channels=(4,), mlp_hidden=(8,))).eval()
+    seen = []
+    original = model.forward
+    model.forward = lambda f, g: (seen.append((f, g)), original(f, g))[1]
+    loaded = LoadedModel("nerf_evaluator", model, model.config, None, None, None, None, {"global_grid": [9, 0.2]})
+    small = FingerGridConfig(num_x=5, num_y=5, num_z=9)
+    evaluator = NerfGraspEvaluator(loaded, hand, batch_size=2, finger_grid=small)
+    pts = np.random.default_rng(0).normal(centre.numpy(), 0.02, size=(300, 3))
+    grasps = sample_heuristic_grasps(pts, 40, hand, "world", generator=torch.Generator().manual_seed(0))[:3]
+    scores = evaluator.prepare(obj)(grasps)
+    assert scores.shape == (3, 3) and bool(((scores > 0) & (scores < 1)).all())
+    fingers, global_grid = seen[0]
+    assert fingers.shape == (2, 4, 4, 5, 5, 9) and global_grid.shape == (2, 4, 9, 9, 9) and len(seen) == 2
+    tips_palm = hand.fingertip_positions(grasps.joint_angles_rad[:1].float())[0].double()
+    tip_world = tips_palm @ grasps.palm_rotation[0].T + grasps.palm_position_m[0]
+    tip_Oy = torch.stack([tip_world[:, 0] - centre[0], tip_world[:, 2] - centre[2], -(tip_world[:, 1] - centre[1])], 1)
+    torch.testing.assert_close(fingers[0, :, 1:, 2, 2, 0].double(), tip_Oy, atol=1e-5, rtol=0)
+    # the global grid is centred on the centroid (origin of Oy) and its alpha sees the ball
+    assert abs(float(global_grid[0, 1:, 4, 4, 4].abs().max())) < 1e-6
+    assert math.isclose(float(global_grid[0, 0, 4, 4, 4]), 1 - math.exp(-1000 * 0.2 / 9), rel_tol=1e-5)
