@@ -33,6 +33,7 @@ setup(
             "getagrip-perception = getagrip_ros.cli.perception:main",
             "getagrip-plan-grasps = getagrip_ros.cli.plan_grasps:main",
             "getagrip-demo = getagrip_ros.demo:main",
+            "getagrip-train = getagrip_ros.cli.train:main",
         ],
     },
 )

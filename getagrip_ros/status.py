@@ -19,6 +19,7 @@ class StatusCode(IntEnum):
     HARDWARE_ERROR = 5
     INTERNAL_ERROR = 6
     NOT_IMPLEMENTED = 7
+    BUSY = 8
 
 
 class StageError(Exception):

@@ -42,3 +42,51 @@ def mug_datasets(tmp_path_factory):
     write_nerf_dataset(root / "mug_rgb_only", rgb, K, poses, metadata=metadata)
     write_nerf_dataset(root / "three_views", rgb[:3], K, poses[:3], metadata=metadata)
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """Small randomly initialised learned models and a fixed grasp set, as a ModelFiles of their paths.
+
+    ``evaluator.pt`` (BPS evaluator, width 64), ``sampler.pt`` (diffusion sampler, d_model 16, grasps normalised
+    by the fixed set's statistics), ``fixed.npz`` (heuristic grasps on the test box that pass the cable filter, in
+    Oy) and ``other_basis.pt`` (the evaluator saved with a shifted basis); ``.grasps_Oy`` holds the fixed set.
+    """
+    import numpy as np
+    import torch
+
+    from getagrip_ros.grasp.filters import cable_filter_mask
+    from getagrip_ros.models.bps_evaluator import BpsEvaluator, BpsEvaluatorConfig
+    from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
+    from getagrip_ros.models.checkpoints import save_checkpoint
+    from getagrip_ros.objects.primitives import box_surface_points
+    from getagrip_ros.perception.bps import public_basis_points_By
+    from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
+    from getagrip_ros.planning.object_input import object_from_points
+    from getagrip_ros.planning.planner import ModelFiles
+    from getagrip_ros.planning.samplers import save_grasp_set
+    from getagrip_ros.robot.allegro import AllegroHand
+
+    out = tmp_path_factory.mktemp("models")
+    torch.manual_seed(0)
+    evaluator = BpsEvaluator(BpsEvaluatorConfig(hidden_width=64, block_neurons=32))
+    g = torch.Generator().manual_seed(0)
+    for m in evaluator.modules():  # running statistics of the order of real inputs, so outputs are not saturated
+        if isinstance(m, torch.nn.BatchNorm1d):
+            m.running_mean.copy_(torch.rand(m.num_features, generator=g) * 0.2)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) * 0.05 + 0.01)
+    basis = public_basis_points_By()
+    save_checkpoint(out / "evaluator.pt", "bps_evaluator", evaluator, evaluator.config, bps_basis=basis)
+    save_checkpoint(out / "other_basis.pt", "bps_evaluator", evaluator, evaluator.config, bps_basis=basis + 0.01)
+    points = box_surface_points()
+    world = sample_heuristic_grasps(points, 400, AllegroHand(), "world", generator=torch.Generator().manual_seed(1))
+    world = world[cable_filter_mask(world)]
+    grasps_Oy = world.transformed(torch.linalg.inv(object_from_points(points, "world").T_frame_Oy), "Oy")
+    save_grasp_set(out / "fixed.npz", grasps_Oy, y_PGS=np.ones(len(grasps_Oy), np.float32))
+    vectors = grasps_Oy.to_vector().float()
+    sampler = BpsSampler(BpsSamplerConfig(d_model=16, num_heads=8, block_neurons=32))
+    save_checkpoint(out / "sampler.pt", "bps_sampler", sampler, sampler.config, bps_basis=basis,
+                    grasp_mean=vectors.mean(0), grasp_std=vectors.std(0) + 1e-3)
+    files = ModelFiles(bps_evaluator=str(out / "evaluator.pt"), bps_sampler=str(out / "sampler.pt"),
+                       fixed_grasps=str(out / "fixed.npz"))
+    return files

@@ -1,12 +1,20 @@
 """`plan_grasp` action server: translates PlanGrasp goals for the core GraspPlanner.
 
-Parameters mirror :class:`getagrip_ros.planning.planner.GraspPlannerConfig` (see config/plan_grasp.yaml).
-Publishes the returned grasps as RViz markers on `grasp_markers`.
+Parameters mirror :class:`PlanGraspNodeConfig` (the planner's config plus ``max_queued_goals``; see
+config/plan_grasp.yaml). Publishes the returned grasps as RViz markers on `grasp_markers`.
+
+One plan runs at a time. A goal that arrives while another runs waits in FIFO order (feedback stage
+"queued"; a cancel while queued ends it without planning); when ``max_queued_goals`` goals already wait,
+a new one is aborted at once with the reason "busy".
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import time
+from collections import deque
+from dataclasses import dataclass
 
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -19,7 +27,19 @@ from getagrip_ros.ros.conversions import planned_grasps_to_msgs, point_cloud2_to
 from getagrip_ros.ros.markers import grasp_markers
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
-from getagrip_ros.status import StatusCode
+from getagrip_ros.status import StageError, StatusCode
+
+QUEUE_POLL_S = 0.05
+MAX_QUEUED_GOALS = 2
+"""spin_node's 4 executor threads: one plan, two waiting goals, one for cancel requests."""
+
+
+@dataclass(frozen=True)
+class PlanGraspNodeConfig(GraspPlannerConfig):
+    """The planner's settings plus the node's goal queue."""
+
+    max_queued_goals: int = 1
+    """Goals that may wait while one plans (0-2); further goals are aborted as BUSY."""
 
 
 def plan_request_from_goal(goal: PlanGrasp.Goal) -> PlanRequest:
@@ -32,6 +52,7 @@ def plan_request_from_goal(goal: PlanGrasp.Goal) -> PlanRequest:
     elif goal.object_source == PlanGrasp.Goal.SOURCE_BPS:
         request.bps = goal.bps.tolist() if hasattr(goal.bps, "tolist") else list(goal.bps)
         request.frame_id = goal.bps_frame_id
+        request.bps_centroid_height_m = goal.bps_centroid_height_m
     elif goal.object_source == PlanGrasp.Goal.SOURCE_NERF:
         request.nerf_config_path = goal.nerf_config_path
         request.frame_id = "world"
@@ -45,13 +66,48 @@ def plan_request_from_goal(goal: PlanGrasp.Goal) -> PlanRequest:
 class PlanGraspNode(Node):
     def __init__(self) -> None:
         super().__init__("plan_grasp")
-        self.config = declare_config(self, GraspPlannerConfig())
+        self.config = declare_config(self, PlanGraspNodeConfig())
+        self.max_queued_goals = self.config.max_queued_goals
+        if not 0 <= self.max_queued_goals <= MAX_QUEUED_GOALS:
+            self.get_logger().error(f"max_queued_goals must be in [0, {MAX_QUEUED_GOALS}] (each waiting goal holds an "
+                                    f"executor thread); using {MAX_QUEUED_GOALS}")
+            self.max_queued_goals = MAX_QUEUED_GOALS
         self.planner = GraspPlanner(self.config)
-        self._busy = threading.Lock()  # one plan at a time; further goals wait their turn
+        try:
+            loaded = self.planner.preload()
+            self.get_logger().info(f"loaded: {', '.join(loaded) or 'no learned models configured'}")
+        except StageError as err:  # keep serving: goals that need the model abort with this reason
+            self.get_logger().error(f"cannot load a configured model: {err.reason}")
+        self._queue_lock = threading.Lock()
+        self._queue: deque = deque()  # goal ids in arrival order; the head plans
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.marker_pub = self.create_publisher(MarkerArray, "grasp_markers", latched)
         self.server = accepting_action_server(self, PlanGrasp, "plan_grasp", self.execute)
         self.get_logger().info(f"plan_grasp ready (device {self.config.device}, {self.config.num_samples} samples)")
+
+    def _wait_turn(self, goal_handle) -> tuple[StatusCode, str] | None:
+        """Join the queue and wait to be its head; returns (status, reason) if the goal ends before planning."""
+        token = object()
+        with self._queue_lock:
+            if len(self._queue) > self.max_queued_goals:
+                return StatusCode.BUSY, (f"busy: one plan running and {len(self._queue) - 1} queued "
+                                         f"(max_queued_goals = {self.max_queued_goals}); try again later")
+            self._queue.append(token)
+            must_wait = len(self._queue) > 1
+        if must_wait:
+            goal_handle.publish_feedback(PlanGrasp.Feedback(stage="queued", progress=0.0, best_score=math.nan))
+        while True:
+            with self._queue_lock:
+                if self._queue[0] is token:
+                    return None
+                if goal_handle.is_cancel_requested:
+                    self._queue.remove(token)
+                    return StatusCode.CANCELED, "cancelled while queued"
+            time.sleep(QUEUE_POLL_S)
+
+    def _leave_queue(self) -> None:
+        with self._queue_lock:
+            self._queue.popleft()
 
     def execute(self, goal_handle) -> PlanGrasp.Result:
         result = PlanGrasp.Result()
@@ -59,12 +115,17 @@ class PlanGraspNode(Node):
             request = plan_request_from_goal(goal_handle.request)
         except (ValueError, TypeError) as err:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
+        refused = self._wait_turn(goal_handle)
+        if refused is not None:
+            return end_goal(self, goal_handle, result, *refused)
 
         def progress(stage: str, fraction: float, best: float) -> None:
             goal_handle.publish_feedback(PlanGrasp.Feedback(stage=stage, progress=float(fraction), best_score=float(best)))
 
-        with self._busy:
+        try:
             outcome = self.planner.plan(request, progress, lambda: goal_handle.is_cancel_requested)
+        finally:
+            self._leave_queue()
         result.timings = timings_to_msgs(outcome.timings_s)
         if outcome.success:
             stamp = self.get_clock().now().to_msg()

@@ -6,6 +6,7 @@ frames, ranking, refinement that only accepts improvements, determinism, and cle
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,12 +16,10 @@ from getagrip_ros.grasp.filters import cable_filter_mask
 from getagrip_ros.grasp.frames import grasp_zup_to_yup
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.perturb import PerturbationConfig
-from getagrip_ros.models.bps_evaluator import BpsEvaluator, BpsEvaluatorConfig
-from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
-from getagrip_ros.models.checkpoints import LoadedModel, load_checkpoint, save_checkpoint
+from getagrip_ros.models.checkpoints import LoadedModel, load_checkpoint
 from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfig
 from getagrip_ros.objects.primitives import box_surface_points
-from getagrip_ros.perception.bps import encode_bps, public_basis_points_By
+from getagrip_ros.perception.bps import encode_bps
 from getagrip_ros.perception.density import FingerGridConfig
 from getagrip_ros.planning.evaluators import NerfGraspEvaluator
 from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
@@ -34,40 +33,14 @@ from getagrip_ros.status import StatusCode
 POINTS = box_surface_points()
 
 
-def _randomise_batchnorm(model, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm1d):
-            m.running_mean.copy_(torch.rand(m.num_features, generator=g) * 0.2)
-            m.running_var.copy_(torch.rand(m.num_features, generator=g) * 0.05 + 0.01)
-
-
 @pytest.fixture(scope="module")
 def hand():
     return AllegroHand()
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory, hand):
-    """Tiny checkpoints in our format and a fixed grasp set (heuristic grasps on the box, in Oy)."""
-    out = tmp_path_factory.mktemp("models")
-    torch.manual_seed(0)
-    evaluator = BpsEvaluator(BpsEvaluatorConfig(hidden_width=64, block_neurons=32))
-    _randomise_batchnorm(evaluator)
-    save_checkpoint(out / "evaluator.pt", "bps_evaluator", evaluator, evaluator.config, bps_basis=public_basis_points_By())
-    obj = object_from_points(POINTS, "world")
-    world = sample_heuristic_grasps(POINTS, 400, hand, "world", generator=torch.Generator().manual_seed(1))
-    world = world[cable_filter_mask(world)]
-    grasps_Oy = world.transformed(torch.linalg.inv(obj.T_frame_Oy), "Oy")
-    save_grasp_set(out / "fixed.npz", grasps_Oy, y_PGS=np.ones(len(grasps_Oy), np.float32))
-    vectors = grasps_Oy.to_vector().float()
-    sampler = BpsSampler(BpsSamplerConfig(d_model=16, num_heads=8, block_neurons=32))
-    save_checkpoint(out / "sampler.pt", "bps_sampler", sampler, sampler.config, bps_basis=public_basis_points_By(),
-                    grasp_mean=vectors.mean(0), grasp_std=vectors.std(0) + 1e-3)
-    other = public_basis_points_By() + 0.01
-    save_checkpoint(out / "other_basis.pt", "bps_evaluator", evaluator, evaluator.config, bps_basis=other)
-    return {"dir": out, "files": ModelFiles(bps_evaluator=str(out / "evaluator.pt"), bps_sampler=str(out / "sampler.pt"),
-                                            fixed_grasps=str(out / "fixed.npz")), "grasps_Oy": grasps_Oy}
+def models(tiny_models):
+    return {"dir": Path(tiny_models.bps_evaluator).parent, "files": tiny_models}
 
 
 @pytest.fixture(scope="module")

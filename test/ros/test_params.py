@@ -23,7 +23,7 @@ def _flatten_yaml(tree: dict, prefix: str = "") -> dict:
 
 
 NODE_CONFIGS = {  # node name (= its YAML file and top-level key) -> the dataclass its parameters mirror
-    "plan_grasp": "getagrip_ros.planning.planner:GraspPlannerConfig",
+    "plan_grasp": "getagrip_ros.ros.plan_grasp_node:PlanGraspNodeConfig",
     "capture_images": "getagrip_ros.ros.capture_images_node:CaptureNodeConfig",
     "train_nerf": "getagrip_ros.ros.train_nerf_node:TrainNerfNodeConfig",
     "extract_object": "getagrip_ros.ros.extract_object_node:ExtractObjectNodeConfig",

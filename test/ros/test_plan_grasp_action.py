@@ -1,10 +1,12 @@
 """The plan_grasp action served by a real node in another process, called over ROS 2."""
 
+import dataclasses
 import math
 import time
 
 import numpy as np
 import pytest
+import rclpy
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from visualization_msgs.msg import MarkerArray
@@ -13,7 +15,7 @@ from getagrip_interfaces.action import PlanGrasp
 from getagrip_interfaces.msg import Status
 from getagrip_ros.grasp.filters import cable_filter_mask
 from getagrip_ros.paths import config_path
-from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
+from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal, wait_for_result
 from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
 from getagrip_ros.ros.processes import NodeProcess
 
@@ -21,8 +23,10 @@ from getagrip_ros.objects.primitives import box_surface_points
 
 
 @pytest.fixture(scope="module")
-def server(ros_env):
-    args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml")), "-p", "num_samples:=400"]
+def server(ros_env, tiny_models):
+    models = [f"models.{k}:={v}" for k, v in dataclasses.asdict(tiny_models).items() if v]
+    args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml")), "-p", "num_samples:=400",
+            "-p", "diffusion.num_steps:=5", *[a for m in models for a in ("-p", m)]]
     with NodeProcess("getagrip_ros.ros.plan_grasp_node", args, env=ros_env) as proc:
         yield proc
     assert proc.process.returncode == 0, proc.output()  # clean shutdown on SIGINT
@@ -53,7 +57,7 @@ def test_plan_succeeds_with_feedback_markers_and_valid_grasps(rclpy_node, client
     assert len(result.grasps) == 12
     assert {t.stage for t in result.timings} >= {"validation", "sampling", "filtering", "closing_targets"}
     # feedback: stages reported, progress rising to 1, no score without an evaluator
-    assert {f.stage for f in feedback} == {"sampling", "closing_targets"}
+    assert {f.stage for f in feedback} == {"object", "sampling", "closing_targets", "done"}
     progress = [f.progress for f in feedback]
     assert progress == sorted(progress) and math.isclose(progress[-1], 1.0)
     assert all(math.isnan(f.best_score) for f in feedback)
@@ -71,7 +75,6 @@ def test_plan_succeeds_with_feedback_markers_and_valid_grasps(rclpy_node, client
     assert np.allclose(np.array([m.vector for m in again.grasps]), np.array([m.vector for m in result.grasps]))
     deadline = time.monotonic() + 5
     while not markers and time.monotonic() < deadline:
-        import rclpy
         rclpy.spin_once(rclpy_node, timeout_sec=0.1)
     assert markers and len(markers[-1].markers) == 1 + 3 * 12
 
@@ -82,12 +85,15 @@ def test_plan_succeeds_with_feedback_markers_and_valid_grasps(rclpy_node, client
         (lambda: cloud_goal(points=np.zeros((0, 3))), Status.INVALID_GOAL, "0 points"),
         (lambda: cloud_goal(points=np.full((200, 3), np.nan)), Status.INVALID_GOAL, "NaN"),
         (lambda: cloud_goal(frame_id=""), Status.INVALID_GOAL, "no frame_id"),
-        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps=[0.1] * 10, bps_frame_id="object"), Status.INVALID_GOAL, "4096"),
+        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps=[0.1] * 10, bps_frame_id="object"),
+         Status.INVALID_GOAL, "4096"),
         (lambda: PlanGrasp.Goal(object_source=9), Status.INVALID_GOAL, "object_source"),
         (lambda: cloud_goal(sampler="nope"), Status.INVALID_GOAL, "unknown sampler"),
         (lambda: cloud_goal(num_grasps=0), Status.INVALID_GOAL, "num_grasps"),
         (lambda: _broken_cloud_goal(), Status.INVALID_GOAL, "bytes"),
-        (lambda: cloud_goal(sampler="diffusion", evaluator="bps"), Status.NOT_IMPLEMENTED, "trained weights"),
+        (lambda: cloud_goal(sampler="heuristic", evaluator="nerf"), Status.INVALID_GOAL, "needs a NeRF object source"),
+        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps=[0.1] * 4096, bps_frame_id="object"),
+         Status.INVALID_GOAL, "bps_centroid_height_m"),
     ],
 )
 def test_bad_goals_abort_with_a_reason_and_the_node_keeps_serving(rclpy_node, client, server, goal, code, reason):
@@ -113,3 +119,66 @@ def test_cancel_stops_planning(rclpy_node, client, server):
     # and the server still plans afterwards
     status, result = call_action(rclpy_node, client, cloud_goal(num_grasps=2), timeout_s=60)
     assert status == GoalStatus.STATUS_SUCCEEDED and len(result.grasps) == 2
+
+
+def test_learned_sampler_and_evaluator_rank_and_refine_with_feedback(rclpy_node, client, server):
+    feedback = []
+    goal = cloud_goal(sampler="fixed", evaluator="bps", num_grasps=6, refinement_iterations=7, seed=2)
+    status, result = call_action(rclpy_node, client, goal, timeout_s=120, feedback=feedback.append)
+    assert status == GoalStatus.STATUS_SUCCEEDED, result.status.reason
+    assert "ranked by the bps evaluator" in result.status.reason and len(result.grasps) == 6
+    scores = [g.y_pgs for g in result.grasps]
+    assert scores == sorted(scores, reverse=True) and all(0 < v < 1 for v in scores)
+    stages = [f.stage for f in feedback]
+    assert stages.count("refinement") == 7 and "evaluation" in stages
+    refinement_best = [f.best_score for f in feedback if f.stage == "refinement"]
+    assert refinement_best == sorted(refinement_best) and math.isclose(refinement_best[-1], scores[0], rel_tol=1e-6)
+    assert {t.stage for t in result.timings} >= {"evaluation", "refinement"}
+    # the diffusion sampler from a BPS goal, answered in the BPS frame
+    from getagrip_ros.planning.object_input import object_from_points
+    points = box_surface_points()
+    bps_goal = PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps_frame_id="object", sampler="diffusion",
+                              evaluator="bps", num_grasps=3, refinement_iterations=2,
+                              bps_centroid_height_m=float(points.mean(0)[2]))
+    bps_goal.bps = object_from_points(points, "world").bps_m.tolist()
+    status, result = call_action(rclpy_node, client, bps_goal, timeout_s=120)
+    assert status == GoalStatus.STATUS_SUCCEEDED, result.status.reason
+    assert len(result.grasps) == 3 and all(g.header.frame_id == "object" for g in result.grasps)
+
+
+def test_second_goal_waits_its_turn_and_a_third_is_busy(rclpy_node, client, server):
+    """One plan at a time: a goal arriving meanwhile is queued (feedback "queued") and served next; with
+    max_queued_goals = 1 a third concurrent goal is aborted at once as BUSY."""
+    seen = {"a": [], "b": [], "c": []}
+    slow = cloud_goal(num_grasps=3000, seed=1)
+    a = send_goal(rclpy_node, client, slow, timeout_s=30, feedback=seen["a"].append)
+    deadline = time.monotonic() + 60
+    while not seen["a"] and time.monotonic() < deadline:  # a is planning
+        rclpy.spin_once(rclpy_node, timeout_sec=0.02)
+    b = send_goal(rclpy_node, client, cloud_goal(num_grasps=2, seed=4), timeout_s=30, feedback=seen["b"].append)
+    while not seen["b"] and time.monotonic() < deadline:
+        rclpy.spin_once(rclpy_node, timeout_sec=0.02)
+    c = send_goal(rclpy_node, client, cloud_goal(num_grasps=2), timeout_s=30, feedback=seen["c"].append)
+    status_c, result_c = wait_for_result(rclpy_node, c, 30)
+    assert status_c == GoalStatus.STATUS_ABORTED and result_c.status.code == Status.BUSY, result_c.status.reason
+    assert "busy" in result_c.status.reason
+    status_a, result_a = wait_for_result(rclpy_node, a, 120)
+    status_b, result_b = wait_for_result(rclpy_node, b, 120)
+    assert status_a == status_b == GoalStatus.STATUS_SUCCEEDED
+    assert seen["b"][0].stage == "queued" and len(result_b.grasps) == 2
+    assert [f.stage for f in seen["b"]].index("sampling") > 0  # b planned only after waiting
+    assert not seen["c"] or all(f.stage == "queued" for f in seen["c"])
+
+
+def test_cancel_while_queued_ends_the_goal_without_planning(rclpy_node, client, server):
+    seen_a, seen_b = [], []
+    a = send_goal(rclpy_node, client, cloud_goal(num_grasps=3000, seed=2), timeout_s=30, feedback=seen_a.append)
+    deadline = time.monotonic() + 60
+    while not seen_a and time.monotonic() < deadline:
+        rclpy.spin_once(rclpy_node, timeout_sec=0.02)
+    b = send_goal(rclpy_node, client, cloud_goal(num_grasps=2), timeout_s=30, feedback=seen_b.append)
+    status_b, result_b = cancel_after_feedback(rclpy_node, b, seen_b, 60, 60)
+    assert status_b == GoalStatus.STATUS_CANCELED and result_b.status.reason == "cancelled while queued"
+    assert [f.stage for f in seen_b] == ["queued"]
+    status_a, _ = wait_for_result(rclpy_node, a, 120)
+    assert status_a == GoalStatus.STATUS_SUCCEEDED

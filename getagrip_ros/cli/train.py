@@ -1,0 +1,123 @@
+"""getagrip-train: train the learned grasp models from HDF5 grasp datasets (CPU or GPU, no ROS).
+
+    getagrip-train bps-evaluator --dataset bps.h5 --output-dir runs/bps_evaluator --epochs 20
+    getagrip-train bps-sampler --dataset bps.h5 --output-dir runs/bps_sampler --epochs 200
+    getagrip-train nerf-evaluator --dataset nerf.h5 --output-dir runs/nerf_evaluator --no-global
+
+Rerunning with the same --output-dir continues from its last.pt (same settings; --epochs is the total).
+Unset options keep the trainer's defaults (getagrip_ros.training.trainers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from getagrip_ros.training.trainers import (
+    BpsEvaluatorTrainConfig,
+    BpsSamplerTrainConfig,
+    NerfEvaluatorTrainConfig,
+    train_bps_evaluator,
+    train_bps_sampler,
+    train_nerf_evaluator,
+)
+
+LOOP_OPTIONS = ("epochs", "batch_size", "lr", "weight_decay", "grad_clip_norm", "val_fraction", "test_fraction", "seed",
+                "device")
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    """'32,64,128' -> (32, 64, 128)."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _replace(obj, args: argparse.Namespace, names: dict[str, str]):
+    """obj with the fields (values of names) that were given on the command line (keys of names)."""
+    given = {field: getattr(args, option) for option, field in names.items() if getattr(args, option) is not None}
+    return dataclasses.replace(obj, **given)
+
+
+def _config(args: argparse.Namespace):
+    config = {"bps-evaluator": BpsEvaluatorTrainConfig, "bps-sampler": BpsSamplerTrainConfig,
+              "nerf-evaluator": NerfEvaluatorTrainConfig}[args.command]()
+    config = dataclasses.replace(config, loop=_replace(config.loop, args, {k: k for k in LOOP_OPTIONS}))
+    if args.command == "bps-evaluator":
+        model = _replace(config.model, args, {"hidden_width": "hidden_width", "block_neurons": "block_neurons",
+                                              "dropout": "dropout"})
+        return dataclasses.replace(config, model=model)
+    if args.command == "bps-sampler":
+        model = _replace(config.model, args, {k: k for k in ("d_model", "num_tokens", "num_heads", "block_neurons")})
+        diffusion = _replace(config.diffusion, args, {"num_timesteps": "num_timesteps"})
+        return _replace(dataclasses.replace(config, model=model, diffusion=diffusion), args,
+                        {"y_pgs_threshold": "y_PGS_threshold"})
+    model = _replace(config.model, args, {k: k for k in ("conv_channels", "global_conv_channels", "mlp_hidden",
+                                                         "dropout")})
+    return dataclasses.replace(config, model=dataclasses.replace(model, use_global=not args.no_global))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="getagrip-train", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dataset", type=Path, required=True, help="HDF5 grasp dataset")
+    common.add_argument("--output-dir", type=Path, required=True, help="checkpoints, history.json, loss_curves.png")
+    common.add_argument("--epochs", type=int, help="total epochs (resuming continues up to this)")
+    common.add_argument("--batch-size", type=int)
+    common.add_argument("--lr", type=float, help="learning rate")
+    common.add_argument("--weight-decay", type=float)
+    common.add_argument("--grad-clip-norm", type=float, help="clip the gradient to this L2 norm")
+    common.add_argument("--val-fraction", type=float, help="fraction of the objects held out for validation")
+    common.add_argument("--test-fraction", type=float, help="fraction of the objects held out for testing")
+    common.add_argument("--seed", type=int)
+    common.add_argument("--device", help="torch device, e.g. cpu or cuda")
+    common.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev = sub.add_parser("bps-evaluator", parents=[common], help="BPS grasp evaluator (y_pick, y_coll, y_PGS)")
+    ev.add_argument("--hidden-width", type=int, help="residual block width (public: 2048)")
+    ev.add_argument("--block-neurons", type=int, help="inner width of each residual block (public: 256)")
+    ev.add_argument("--dropout", type=float)
+    sa = sub.add_parser("bps-sampler", parents=[common], help="BPS diffusion grasp sampler")
+    sa.add_argument("--d-model", type=int, help="token width (public: 128)")
+    sa.add_argument("--num-tokens", type=int, help="tokens per grasp (public: 4)")
+    sa.add_argument("--num-heads", type=int, help="attention heads (public: 8)")
+    sa.add_argument("--block-neurons", type=int, help="inner width of the residual block (public: 256)")
+    sa.add_argument("--num-timesteps", type=int, help="diffusion steps (public: 1000)")
+    sa.add_argument("--y-pgs-threshold", type=float, help="train on grasps with y_PGS >= this (default 0.9)")
+    ne = sub.add_parser("nerf-evaluator", parents=[common], help="NeRF grasp evaluator (finger + global grids)")
+    ne.add_argument("--conv-channels", type=_ints, help="finger CNN channels, e.g. 32,64,128")
+    ne.add_argument("--global-conv-channels", type=_ints, help="global CNN channels, e.g. 32,64,128")
+    ne.add_argument("--mlp-hidden", type=_ints, help="MLP widths, e.g. 256,256")
+    ne.add_argument("--dropout", type=float)
+    ne.add_argument("--no-global", action="store_true", help="do not use the global grid")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    train = {"bps-evaluator": train_bps_evaluator, "bps-sampler": train_bps_sampler,
+             "nerf-evaluator": train_nerf_evaluator}[args.command]
+    try:
+        result = train(args.dataset, args.output_dir, _config(args), progress=not args.quiet)
+    except (FileNotFoundError, ValueError) as err:  # bad dataset, settings or checkpoint
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"{result.kind}: {result.epochs_run} epochs trained now, {result.epochs_completed} in total; "
+          f"train loss {result.final_train_loss:.5g}, validation loss {result.final_val_loss:.5g}, "
+          f"best {result.best_val_loss:.5g} (epoch {result.best_epoch})")
+    for path in (result.best_checkpoint, result.last_checkpoint, result.history_path, result.loss_curves_path):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
