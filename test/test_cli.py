@@ -21,6 +21,20 @@ def test_cli_plans_from_a_file(tmp_path, capsys):
     assert (tmp_path / "g.png").stat().st_size > 10_000
 
 
+def test_cli_plans_with_learned_models(tmp_path, capsys, tiny_models):
+    np.save(tmp_path / "cloud.npy", box_surface_points())
+    out = tmp_path / "g.npz"
+    code = main([str(tmp_path / "cloud.npy"), "--num-grasps", "5", "--num-samples", "200", "--out", str(out),
+                 "--sampler", "diffusion", "--diffusion-steps", "4", "--bps-sampler", tiny_models.bps_sampler,
+                 "--evaluator", "bps", "--bps-evaluator", tiny_models.bps_evaluator, "--iterations", "3",
+                 "--image", str(tmp_path / "g.png")])
+    assert code == 0, capsys.readouterr().err
+    y_pgs = np.load(out)["y_pgs"]
+    assert y_pgs.shape == (5,) and (np.diff(y_pgs) <= 0).all() and "ranked by the bps evaluator" in capsys.readouterr().out
+    assert main([str(tmp_path / "cloud.npy"), "--evaluator", "bps", "--out", str(out)]) == 1
+    assert "NOT_IMPLEMENTED: no checkpoint configured for the BPS evaluator" in capsys.readouterr().err
+
+
 def test_cli_reports_bad_input(tmp_path, capsys):
     np.savetxt(tmp_path / "few.xyz", np.zeros((3, 3)))
     assert main([str(tmp_path / "few.xyz")]) == 1

@@ -1,6 +1,9 @@
-"""getagrip-plan-grasps: plan grasps for an object point cloud file, without ROS.
+"""getagrip-plan-grasps: plan grasps for an object point cloud file or a trained NeRF, without ROS.
 
     getagrip-plan-grasps cloud.npy --num-grasps 40 --out grasps.npz --image grasps.png
+    getagrip-plan-grasps cloud.npy --sampler fixed --fixed-grasps set.npz --evaluator bps --bps-evaluator best.pt
+    getagrip-plan-grasps --nerf runs/.../config.yml --sampler diffusion --bps-sampler s.pt --evaluator nerf \
+        --nerf-evaluator n.pt
 
 The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or text .xyz/.txt).
 """
@@ -8,13 +11,14 @@ The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from getagrip_ros.planning.planner import EVALUATORS, SAMPLERS, GraspPlanner, GraspPlannerConfig, PlanRequest
+from getagrip_ros.planning.planner import EVALUATORS, SAMPLERS, GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
 
 
 def load_points(path: Path) -> np.ndarray:
@@ -28,25 +32,40 @@ def load_points(path: Path) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="getagrip-plan-grasps", description=__doc__.splitlines()[0])
-    parser.add_argument("cloud", type=Path, help="object point cloud (N, 3), metres, z up, table at z = 0")
+    parser.add_argument("cloud", type=Path, nargs="?", help="object point cloud (N, 3), metres, z up, table at z = 0")
+    parser.add_argument("--nerf", type=Path, help="instead of a cloud: a trained NeRF's config.yml (world frame)")
     parser.add_argument("--frame-id", default="world", help="frame of the cloud and of the grasps")
     parser.add_argument("--num-grasps", type=int, default=40)
     parser.add_argument("--num-samples", type=int, default=GraspPlannerConfig.num_samples)
-    parser.add_argument("--sampler", default="heuristic", choices=sorted(SAMPLERS))
-    parser.add_argument("--evaluator", default="none", choices=sorted(EVALUATORS))
+    parser.add_argument("--sampler", default="heuristic", choices=SAMPLERS)
+    parser.add_argument("--evaluator", default="none", choices=EVALUATORS)
+    parser.add_argument("--iterations", type=int, default=50, help="refinement iterations (with an evaluator)")
+    parser.add_argument("--diffusion-steps", type=int, default=GraspPlannerConfig().diffusion.num_steps)
+    for field in dataclasses.fields(ModelFiles):
+        parser.add_argument(f"--{field.name.replace('_', '-')}", default="", help=field.metadata.get("help", ""))
+    parser.add_argument("--device", default="cpu", help="where the learned models run (cpu, cuda:0)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("grasps.npz"), help="output .npz")
     parser.add_argument("--image", type=Path, help="also draw the best grasps into this PNG")
     args = parser.parse_args(argv)
 
-    try:
-        points = load_points(args.cloud)
-    except (OSError, ValueError) as err:
-        print(f"error: cannot read {args.cloud}: {err}", file=sys.stderr)
-        return 2
-    planner = GraspPlanner(GraspPlannerConfig(num_samples=args.num_samples))
+    if (args.cloud is None) == (args.nerf is None):
+        parser.error("give either a point cloud file or --nerf CONFIG")
+    points = None
+    if args.cloud is not None:
+        try:
+            points = load_points(args.cloud)
+        except (OSError, ValueError) as err:
+            print(f"error: cannot read {args.cloud}: {err}", file=sys.stderr)
+            return 2
+    base = GraspPlannerConfig()
+    models = ModelFiles(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ModelFiles)})
+    config = dataclasses.replace(base, num_samples=args.num_samples, models=models, device=args.device,
+                                 diffusion=dataclasses.replace(base.diffusion, num_steps=args.diffusion_steps))
+    planner = GraspPlanner(config)
     request = PlanRequest(frame_id=args.frame_id, points_m=points, num_grasps=args.num_grasps, sampler=args.sampler,
-                          evaluator=args.evaluator, seed=args.seed)
+                          evaluator=args.evaluator, refinement_iterations=args.iterations, seed=args.seed,
+                          nerf_config_path=None if args.nerf is None else str(args.nerf))
     with tqdm(total=100, unit="%", desc="planning") as bar:
         def progress(stage: str, fraction: float, best: float) -> None:
             bar.set_description(stage)
@@ -66,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.image:
         from getagrip_ros.viz.grasp_image import draw_grasps
 
-        print(f"wrote {draw_grasps(points, p.grasps, planner.hand, args.image)}")
+        cloud = points if points is not None else p.grasps.palm_position_m.numpy()
+        scores = None if np.isnan(p.y_pgs.numpy()).all() else p.y_pgs.numpy()
+        print(f"wrote {draw_grasps(cloud, p.grasps, planner.hand, args.image, scores=scores)}")
     return 0
 
 

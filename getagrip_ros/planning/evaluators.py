@@ -24,7 +24,7 @@ from getagrip_ros.status import StageError, StatusCode
 ScoreFn = Callable[[Grasp], torch.Tensor]
 """Grasps in the object's frame -> (B, 3) float32 CPU predictions [y_pick, y_coll, y_PGS]."""
 
-#: Global grid of the public NeRF evaluator checkpoints (30^3 over 0.3 m).
+#: Global grid of the public NeRF evaluator checkpoints (30^3 over 0.3 m); our checkpoints store theirs.
 PUBLIC_GLOBAL_GRID = GlobalGridConfig(resolution=30, size_m=0.3)
 
 
@@ -58,11 +58,11 @@ class BpsGraspEvaluator:
 class NerfGraspEvaluator:
     """Needs a NeRF (density function); ``batch_size`` grasps are gridded and evaluated at a time."""
 
-    def __init__(self, loaded: LoadedModel, hand: AllegroHand, batch_size: int = 16,
-                 finger_grid: FingerGridConfig = FingerGridConfig()) -> None:
-        self.loaded, self.hand, self.batch_size, self.finger_grid = loaded, hand, batch_size, finger_grid
-        grid = loaded.metadata.get("global_grid")
-        self.global_grid = GlobalGridConfig(*grid) if grid else PUBLIC_GLOBAL_GRID
+    def __init__(self, loaded: LoadedModel, hand: AllegroHand, batch_size: int = 16) -> None:
+        self.loaded, self.hand, self.batch_size = loaded, hand, batch_size
+        finger, glob = loaded.metadata.get("finger_grid"), loaded.metadata.get("global_grid")
+        self.finger_grid = FingerGridConfig(**finger) if finger else FingerGridConfig()
+        self.global_grid = GlobalGridConfig(**glob) if glob else PUBLIC_GLOBAL_GRID
         self.device = next(loaded.model.parameters()).device
 
     def prepare(self, obj: PlanningObject) -> ScoreFn:
@@ -73,10 +73,11 @@ class NerfGraspEvaluator:
         def in_Oy(points: torch.Tensor) -> torch.Tensor:
             return points @ T_Oy_frame[:3, :3].T + T_Oy_frame[:3, 3]
 
-        centroid = obj.T_frame_Oy[:3, 3].float()
-        glob = global_density_grid(obj.density_fn, centroid, self.global_grid)
-        global_input = torch.cat([glob.alpha[None], in_Oy(glob.points_world_m).permute(3, 0, 1, 2)])[None]
         model = self.loaded.model
+        global_input = None
+        if model.config.use_global:  # a cube around the Oy origin (the centroid), as in training
+            glob = global_density_grid(obj.density_fn, obj.T_frame_Oy[:3, 3].float(), self.global_grid)
+            global_input = torch.cat([glob.alpha[None], in_Oy(glob.points_world_m).permute(3, 0, 1, 2)])[None].to(self.device)
 
         @torch.no_grad()
         def evaluate(grasps: Grasp) -> torch.Tensor:
@@ -91,8 +92,8 @@ class NerfGraspEvaluator:
                 grids = finger_density_grids(obj.density_fn, tips, g.fingertip_directions, along, self.finger_grid)
                 coords = in_Oy(grids.points_world_m).permute(0, 1, 5, 2, 3, 4)
                 fingers = torch.cat([grids.alpha[:, :, None], coords], dim=2).to(self.device)
-                b = len(g)
-                out.append(model(fingers, global_input.expand(b, -1, -1, -1, -1).to(self.device)).float().cpu())
+                glob_batch = None if global_input is None else global_input.expand(len(g), -1, -1, -1, -1)
+                out.append(model(fingers, glob_batch).float().cpu())
             return torch.cat(out)
 
         return evaluate

@@ -15,7 +15,7 @@ import torch
 
 from getagrip_ros.grasp.grasp import GRASP_DIM, Grasp
 from getagrip_ros.models.checkpoints import LoadedModel
-from getagrip_ros.models.diffusion import DiffusionSchedule, ddim_timesteps
+from getagrip_ros.models.diffusion import DiffusionConfig, DiffusionSchedule, ddim_timesteps
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig, sample_heuristic_grasps
 from getagrip_ros.planning.object_input import PlanningObject
 from getagrip_ros.robot.allegro import AllegroHand
@@ -111,7 +111,8 @@ class DiffusionSampler:
     def __init__(self, loaded: LoadedModel, config: DiffusionSamplerConfig = DiffusionSamplerConfig()) -> None:
         self.loaded, self.config = loaded, config
         self.device = next(loaded.model.parameters()).device
-        self.schedule = DiffusionSchedule(device=self.device)
+        trained = loaded.metadata.get("diffusion")  # our checkpoints record their schedule; public ones use the default
+        self.schedule = DiffusionSchedule(DiffusionConfig(**trained) if trained else DiffusionConfig(), self.device)
 
     def sample(self, obj: PlanningObject, num: int, generator: torch.Generator, step: StepFn) -> Grasp:
         model = self.loaded.model

@@ -17,15 +17,20 @@ _VIEWS = (("front", 10, 180), ("side", 10, -90), ("top", 89, -90))  # (name, ele
 
 
 def draw_grasps(points_m: np.ndarray, grasps: Grasp, hand: AllegroHand, path: str | Path,
-                max_grasps: int = 10, title: str = "") -> Path:
-    """Save a PNG with the object points, palm normals and fingertips of the first (best) `max_grasps` grasps."""
+                max_grasps: int = 10, title: str = "", scores: np.ndarray | None = None) -> Path:
+    """Save a PNG with the object points, palm normals and fingertips of the first (best) `max_grasps` grasps,
+    coloured by predicted y_PGS (red 0 -> green 1) when `scores` are given, else by rank."""
     g = grasps[:max_grasps]
     T = g.T_frame_palm.double()
     tips_palm = hand.contact_positions(g.joint_angles_rad.to(hand.dtype)).double()
     tips = ((T[:, None, :3, :3] @ tips_palm[..., None]).squeeze(-1) + T[:, None, :3, 3]).numpy()
     palms = T[:, :3, 3].numpy()
     normals = T[:, :3, 0].numpy()
-    colors = plt.cm.viridis(np.linspace(1.0, 0.0, max(len(g), 2)))
+    if scores is not None:
+        colors = plt.cm.RdYlGn(np.clip(np.asarray(scores, dtype=float)[: len(g)], 0.0, 1.0))
+        what = f"colour = predicted y_PGS {float(np.min(scores[: len(g)])):.2f}-{float(np.max(scores[: len(g)])):.2f}"
+    else:
+        colors, what = plt.cm.viridis(np.linspace(1.0, 0.0, max(len(g), 2))), "colour = rank"
     pts = np.asarray(points_m)
     pts = pts[np.random.default_rng(0).permutation(len(pts))[:3000]]
     def draw(ax) -> None:
@@ -37,8 +42,7 @@ def draw_grasps(points_m: np.ndarray, grasps: Grasp, hand: AllegroHand, path: st
             for f in range(4):
                 ax.plot(*np.stack([palms[i], tips[i, f]]).T, color=c, linewidth=0.6)
 
-    return _save_views(pts, draw, title or f"best {len(g)} grasps (colour = rank; squares = palms, dots = fingertips)",
-                       path)
+    return _save_views(pts, draw, title or f"best {len(g)} grasps ({what}; squares = palms, dots = fingertips)", path)
 
 
 def draw_object(points_m: np.ndarray, path: str | Path, title: str = "", color_by_height: bool = True) -> Path:
@@ -53,7 +57,7 @@ def _save_views(pts: np.ndarray, draw, title: str, path: str | Path, colors="0.5
     fig = plt.figure(figsize=(15, 5.2))
     for k, (name, elev, azim) in enumerate(_VIEWS):
         ax = fig.add_subplot(1, 3, k + 1, projection="3d")
-        ax.scatter(*pts.T, s=1, c=colors, cmap="viridis", depthshade=False)
+        ax.scatter(*pts.T, s=1, c=colors, cmap=None if isinstance(colors, str) else "viridis", depthshade=False)
         draw(ax)
         centre = pts.mean(0)
         r = 0.16

@@ -184,9 +184,10 @@ def test_nerf_evaluator_sees_opacity_and_object_frame_coordinates(hand):
     seen = []
     original = model.forward
     model.forward = lambda f, g: (seen.append((f, g)), original(f, g))[1]
-    loaded = LoadedModel("nerf_evaluator", model, model.config, None, None, None, None, {"global_grid": [9, 0.2]})
     small = FingerGridConfig(num_x=5, num_y=5, num_z=9)
-    evaluator = NerfGraspEvaluator(loaded, hand, batch_size=2, finger_grid=small)
+    metadata = {"global_grid": {"resolution": 9, "size_m": 0.2}, "finger_grid": dataclasses.asdict(small)}
+    loaded = LoadedModel("nerf_evaluator", model, model.config, None, None, None, None, metadata)
+    evaluator = NerfGraspEvaluator(loaded, hand, batch_size=2)
     pts = np.random.default_rng(0).normal(centre.numpy(), 0.02, size=(300, 3))
     grasps = sample_heuristic_grasps(pts, 40, hand, "world", generator=torch.Generator().manual_seed(0))[:3]
     scores = evaluator.prepare(obj)(grasps)
