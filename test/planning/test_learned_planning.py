@@ -16,7 +16,7 @@ from getagrip_ros.grasp.filters import cable_filter_mask
 from getagrip_ros.grasp.frames import grasp_zup_to_yup
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.perturb import PerturbationConfig
-from getagrip_ros.models.checkpoints import LoadedModel, load_checkpoint
+from getagrip_ros.models.checkpoints import LoadedModel, load_checkpoint, save_checkpoint
 from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfig
 from getagrip_ros.objects.primitives import box_surface_points
 from getagrip_ros.perception.bps import encode_bps
@@ -201,3 +201,35 @@ def test_nerf_evaluator_sees_opacity_and_object_frame_coordinates(hand):
     # the global grid is centred on the centroid (origin of Oy) and its alpha sees the ball
     assert abs(float(global_grid[0, 1:, 4, 4, 4].abs().max())) < 1e-6
     assert math.isclose(float(global_grid[0, 0, 4, 4, 4]), 1 - math.exp(-1000 * 0.2 / 9), rel_tol=1e-5)
+
+
+def _ball_object(frame_id="world"):
+    """A 4 cm ball on the table at (0.6, 0, 0.05) as the NeRF path would give it: points, BPS, density."""
+    centre = np.array([0.6, 0.0, 0.05])
+    rng = np.random.default_rng(0)
+    d = rng.normal(size=(2000, 3))
+    points = centre + 0.04 * d / np.linalg.norm(d, axis=1, keepdims=True)
+    obj = object_from_points(points, frame_id)
+    c = torch.from_numpy(centre).float()
+    obj.density_fn = lambda p: torch.where((p - c.to(p)).norm(dim=-1) < 0.04, 1000.0, 0.0).to(p)
+    return obj
+
+
+def test_planning_with_the_nerf_evaluator_ranks_and_refines(tmp_path, hand, monkeypatch):
+    """The NeRF source's extraction is replaced by a known field (a real NeRF: see the slow test); the rest is real."""
+    model = NerfEvaluator(NerfEvaluatorConfig(conv_channels=(4, 8), global_conv_channels=(4,), mlp_hidden=(8,)))
+    small = FingerGridConfig(num_x=7, num_y=7, num_z=9)
+    save_checkpoint(tmp_path / "nerf.pt", "nerf_evaluator", model, model.config,
+                    metadata={"finger_grid": dataclasses.asdict(small), "global_grid": {"resolution": 9, "size_m": 0.3}})
+    (tmp_path / "config.yml").write_text("a NeRF config")
+    monkeypatch.setattr("getagrip_ros.planning.planner.object_from_nerf", lambda path, device, progress: _ball_object())
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=60, nerf_evaluator_batch_size=7,
+                                              models=ModelFiles(nerf_evaluator=str(tmp_path / "nerf.pt"))), hand)
+    stages = []
+    result = planner.plan(PlanRequest(nerf_config_path=str(tmp_path / "config.yml"), sampler="heuristic",
+                                      evaluator="nerf", num_grasps=4, refinement_iterations=3),
+                          progress=lambda stage, fraction, best: stages.append(stage))
+    assert result.success, result.reason
+    p = result.planned
+    assert p.grasps.frame_id == "world" and len(p.grasps) == 4 and bool((p.y_pgs[:-1] >= p.y_pgs[1:]).all())
+    assert stages.count("refinement") == 3 and "ranked by the nerf evaluator" in result.reason
