@@ -2,7 +2,10 @@
 
 import dataclasses
 import math
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,3 +185,15 @@ def test_cancel_while_queued_ends_the_goal_without_planning(rclpy_node, client, 
     assert [f.stage for f in seen_b] == ["queued"]
     status_a, _ = wait_for_result(rclpy_node, a, 120)
     assert status_a == GoalStatus.STATUS_SUCCEEDED
+
+
+def test_the_readme_client_example_calls_the_action_from_its_own_process(server, ros_env, tiny_models, tmp_path):
+    np.save(tmp_path / "cloud.npy", box_surface_points())
+    example = Path(__file__).resolve().parents[2] / "examples" / "plan_grasp_client.py"
+    run = subprocess.run([sys.executable, str(example), str(tmp_path / "cloud.npy"), "--sampler", "fixed",
+                          "--evaluator", "bps", "--num-grasps", "3"], env=ros_env, capture_output=True, text=True,
+                         timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = [line for line in run.stdout.splitlines() if line.startswith("#")]
+    assert len(lines) == 3 and "in world, predicted y_PGS 0." in lines[0]
+    assert "refinement" in run.stdout and "refinement" in run.stderr  # timings printed, feedback logged
