@@ -23,9 +23,10 @@ from tqdm import tqdm
 MISSING_STAGES = (
     "perception from a NeRF in the demo: the stage exists (getagrip-perception, train_nerf / extract_object "
     "nodes), the demo uses the faster depth-fusion backend on 2 CPU cores",
-    "learned grasp sampler and evaluator (diffusion, BPS and NeRF evaluators, refinement): grasps here are "
-    "geometric and unranked",
-    "data engine (grasp labels in simulation, dataset, training)",
+    "trained grasp models: the diffusion sampler, the BPS and NeRF evaluators, refinement and their training "
+    "exist, but no trained checkpoints ship yet (the data engine makes them), so grasps here are geometric and "
+    "unranked",
+    "data engine (grasp labels in simulation, the dataset, the shipped checkpoints)",
     "arm motion planning and execution (cuRobo / OMPL, franky, Allegro driver): the wrist pose is commanded directly",
     "the end-to-end grasp task with trial bags and scoring",
 )

@@ -25,11 +25,16 @@ class CableFilterConfig:
 
 def cable_filter_mask(grasp: Grasp, config: CableFilterConfig = CableFilterConfig()) -> torch.Tensor:
     """(B,) bool: True for grasps that pass both cable constraints."""
-    up = torch.tensor(config.up, dtype=grasp.palm_rotation.dtype, device=grasp.palm_rotation.device)
+    return cable_filter_rotation_mask(grasp.palm_rotation, config)
+
+
+def cable_filter_rotation_mask(palm_rotation: torch.Tensor, config: CableFilterConfig = CableFilterConfig()) -> torch.Tensor:
+    """(B,) bool from (B, 3, 3) palm rotations alone (the filter does not depend on anything else)."""
+    up = torch.tensor(config.up, dtype=palm_rotation.dtype, device=palm_rotation.device)
     forward = torch.tensor(config.forward, dtype=up.dtype, device=up.device)
     up, forward = up / up.norm(), forward / forward.norm()
-    palm_up_cos = grasp.palm_normal @ up
-    finger_forward_cos = grasp.finger_axis @ forward
+    palm_up_cos = palm_rotation[:, :, 0] @ up
+    finger_forward_cos = palm_rotation[:, :, 2] @ forward
     palm_ok = palm_up_cos < math.cos(math.radians(config.min_palm_normal_angle_from_up_deg))
     fingers_ok = finger_forward_cos >= math.cos(math.radians(config.max_finger_angle_from_forward_deg))
     return palm_ok & fingers_ok

@@ -46,28 +46,45 @@ class BpsSampler(nn.Module):
         """(B, S * d) -> (S, B, d) sequence-first tokens."""
         return x.reshape(x.shape[0], self.config.num_tokens, self.config.d_model).permute(1, 0, 2)
 
-    def _denoise(self, grasps_t: torch.Tensor, t: torch.Tensor, ca_key: torch.Tensor,
-                 ca_value: torch.Tensor) -> torch.Tensor:
+    def _denoise(self, grasps_t: torch.Tensor, t: torch.Tensor,
+                 cross: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Noise prediction; ``cross`` maps the (S, B, d) queries to the cross-attention output."""
         x = self._tokens(self.resblock(torch.cat([grasps_t, t[:, None].to(grasps_t)], dim=1)))
         query, _ = self.self_attention(self.sa_fc_query(x), self.sa_fc_key(x), self.sa_fc_value(x), need_weights=False)
-        out, _ = self.cross_attention(query, ca_key, ca_value, need_weights=False)
-        return self.fc_out(out.permute(1, 0, 2).reshape(grasps_t.shape[0], -1))
+        return self.fc_out(cross(query).permute(1, 0, 2).reshape(grasps_t.shape[0], -1))
 
     def forward(self, grasps_t: torch.Tensor, t: torch.Tensor, bps: torch.Tensor) -> torch.Tensor:
         """(B, 37) noisy grasps, (B,) timesteps, (B, num_basis_points) BPS -> (B, 37) predicted noise."""
-        return self._denoise(grasps_t, t, self._tokens(self.ca_fc_key(bps)), self._tokens(self.ca_fc_value(bps)))
+        key, value = self._tokens(self.ca_fc_key(bps)), self._tokens(self.ca_fc_value(bps))
+        return self._denoise(grasps_t, t, lambda q: self.cross_attention(q, key, value, need_weights=False)[0])
 
     @torch.no_grad()
     def conditioned(self, bps: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-        """Noise predictor for many grasps of ONE object: the BPS projections are computed once."""
+        """Noise predictor for many grasps of ONE object, equal to ``forward``: the BPS tokens and their
+        key/value projections in the cross-attention are computed once, not per grasp and step."""
         bps = bps.reshape(1, -1).to(self.fc_out.weight)
         if bps.shape[1] != self.config.num_basis_points:
             raise ValueError(f"BPS must have {self.config.num_basis_points} values, got {bps.shape[1]}")
-        key, value = self._tokens(self.ca_fc_key(bps)), self._tokens(self.ca_fc_value(bps))
+        ca, d = self.cross_attention, self.config.d_model
+        heads, s = ca.num_heads, self.config.num_tokens
+        w_q, w_k, w_v = ca.in_proj_weight.chunk(3)
+        b_q, b_k, b_v = ca.in_proj_bias.chunk(3)
+
+        def per_head(x: torch.Tensor) -> torch.Tensor:  # (S, d) -> (heads, S, d / heads)
+            return x.reshape(s, heads, d // heads).transpose(0, 1)
+
+        key = per_head(self.ca_fc_key(bps).reshape(s, d) @ w_k.T + b_k)
+        value = per_head(self.ca_fc_value(bps).reshape(s, d) @ w_v.T + b_v)
+        scale = (d // heads) ** -0.5
+
+        def cross(query: torch.Tensor) -> torch.Tensor:
+            b = query.shape[1]
+            q = (query @ w_q.T + b_q).reshape(s, b, heads, d // heads).permute(1, 2, 0, 3)  # (B, heads, S, d/h)
+            attended = torch.softmax((q * scale) @ key.transpose(-1, -2), dim=-1) @ value
+            return ca.out_proj(attended.permute(2, 0, 1, 3).reshape(s, b, d))
 
         @torch.no_grad()
         def eps(grasps_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-            b = grasps_t.shape[0]
-            return self._denoise(grasps_t, t, key.expand(-1, b, -1), value.expand(-1, b, -1))
+            return self._denoise(grasps_t, t, cross)
 
         return eps

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -43,8 +44,13 @@ class HeuristicSamplerConfig:
 
 def sample_heuristic_grasps(points_m: np.ndarray, num_grasps: int, hand: AllegroHand, frame_id: str,
                             config: HeuristicSamplerConfig = HeuristicSamplerConfig(),
-                            generator: torch.Generator | None = None) -> Grasp:
-    """Sample up to `num_grasps` grasps around an object point cloud (N, 3), z-up frame, table at z = 0."""
+                            generator: torch.Generator | None = None,
+                            rotation_ok: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Grasp:
+    """Sample up to `num_grasps` grasps around an object point cloud (N, 3), z-up frame, table at z = 0.
+
+    rotation_ok: (G, 3, 3) palm rotations -> (G,) bool; palm orientations it refuses are dropped before the
+    fingertip IK (e.g. the cable filter, which would drop those grasps anyway).
+    """
     dtype = torch.float64
     pts = torch.as_tensor(points_m, dtype=dtype)
     if len(pts) > config.max_points:  # bounds the (grasps x points) surface search
@@ -67,6 +73,12 @@ def sample_heuristic_grasps(points_m: np.ndarray, num_grasps: int, hand: Allegro
     finger_axis = roll.cos()[:, None] * e1 + roll.sin()[:, None] * e2
     palm_y = torch.linalg.cross(finger_axis, palm_normal)
     R = torch.stack([palm_normal, palm_y, finger_axis], dim=2)
+    if rotation_ok is not None:
+        ok = rotation_ok(R)
+        approach, palm_normal, finger_axis, palm_y, R = (x[ok] for x in (approach, palm_normal, finger_axis, palm_y, R))
+        num_grasps = len(R)
+        if num_grasps == 0:
+            return Grasp(pts.new_zeros(0, 3), R, pts.new_zeros(0, 16), pts.new_zeros(0, 4, 3), frame_id=frame_id)
 
     # object surface along the approach ray: furthest point projection within a 2 cm tube around the ray
     rel = pts[None] - centroid  # (1, N, 3)

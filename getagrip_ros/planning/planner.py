@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from getagrip_ros.grasp.closing import ClosingConfig, closing_targets
-from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask
+from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask, cable_filter_rotation_mask
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.perturb import PerturbationConfig
 from getagrip_ros.models.bps_evaluator import Y_PGS
@@ -112,6 +112,8 @@ class PlannedGrasps:
     """(K, 16) fingertips backed off along d_i (approach posture)."""
     closed_joints_rad: torch.Tensor
     """(K, 16) fingertips pushed along d_i (closing command)."""
+    object_centroid_m: np.ndarray
+    """(3,) the object centroid the plan used (origin of the models' frame Oy), in the grasps' frame."""
 
 
 @dataclass
@@ -216,7 +218,8 @@ class GraspPlanner:
     def _sampler(self, name: str):
         cfg = self.config
         if name == "heuristic":
-            return HeuristicSampler(self.hand, cfg.heuristic_sampler, cfg.chunk_size)
+            keep = (lambda R: cable_filter_rotation_mask(R, cfg.cable_filter)) if cfg.apply_cable_filter else None
+            return HeuristicSampler(self.hand, cfg.heuristic_sampler, cfg.chunk_size, keep)
         if name == "fixed":
             if not cfg.models.fixed_grasps:
                 raise StageError(StatusCode.NOT_IMPLEMENTED, "no fixed grasp set configured (parameter models.fixed_grasps)")
@@ -311,7 +314,7 @@ class GraspPlanner:
                 closed.append(targets.closed.joint_angles_rad)
         report("done", 1.0, float(labels[0, Y_PGS]))
         planned = PlannedGrasps(chosen, labels[:, 2].clone(), labels[:, 1].clone(), labels[:, 0].clone(),
-                                torch.cat(pre), torch.cat(closed))
+                                torch.cat(pre), torch.cat(closed), obj.centroid_m.copy())
         return planned, note
 
     def _rank_and_refine(self, request: PlanRequest, obj: PlanningObject, evaluator, samples: Grasp,

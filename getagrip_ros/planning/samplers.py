@@ -33,8 +33,9 @@ class HeuristicSampler:
     """Geometric sampler (no training); needs the object's points."""
 
     def __init__(self, hand: AllegroHand, config: HeuristicSamplerConfig = HeuristicSamplerConfig(),
-                 chunk_size: int = 256) -> None:
-        self.hand, self.config, self.chunk_size = hand, config, chunk_size
+                 chunk_size: int = 256, rotation_ok: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        """rotation_ok: palm orientations to keep, checked before the (costly) fingertip IK."""
+        self.hand, self.config, self.chunk_size, self.rotation_ok = hand, config, chunk_size, rotation_ok
 
     def sample(self, obj: PlanningObject, num: int, generator: torch.Generator, step: StepFn) -> Grasp:
         if obj.points_m is None:
@@ -43,7 +44,8 @@ class HeuristicSampler:
         batches = []
         for done in range(0, num, self.chunk_size):
             n = min(self.chunk_size, num - done)
-            batches.append(sample_heuristic_grasps(obj.points_m, n, self.hand, obj.frame_id, self.config, generator))
+            batches.append(sample_heuristic_grasps(obj.points_m, n, self.hand, obj.frame_id, self.config, generator,
+                                                   self.rotation_ok))
             step((done + n) / num)
         return Grasp.cat(batches)
 

@@ -34,5 +34,9 @@ def test_plan_from_a_trained_nerf_with_the_nerf_evaluator(mug_datasets, tmp_path
     assert result.success, result.reason  # (NO_RESULT here would mean 200 iterations no longer give the mug a surface)
     palms = result.planned.grasps.palm_position_m.numpy()
     assert result.planned.grasps.frame_id == "world" and len(palms) == 5
-    assert np.linalg.norm(palms[:, :2] - MUG_XY, axis=1).max() < 0.25  # around the mug, in the world frame
+    centroid = result.planned.object_centroid_m  # the NeRF's density centroid, world frame
+    assert np.linalg.norm(centroid[:2] - MUG_XY) < 0.05  # the density centroid finds the mug
+    # grasps around the NeRF's object (its 200-iteration cloud has floaters, which push the palms out), in the
+    # world frame: a NeRF-frame mix-up would put them ~0.55 m away
+    assert np.linalg.norm(palms - centroid, axis=1).max() < 0.3
     assert stages[0] == "object" and "refinement" in stages and "object" in result.timings_s

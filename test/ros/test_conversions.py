@@ -74,7 +74,7 @@ def test_pose_quaternion_order_at_the_boundary():
 def test_grasp_messages_round_trip_and_reorder_joints_by_name():
     g = random_grasps(3, frame_id="world")
     labels = torch.tensor([0.9, 0.5, 0.1], dtype=torch.float64)
-    planned = PlannedGrasps(g, labels, labels * 0.5, labels * 0.25, g.joint_angles_rad, g.joint_angles_rad)
+    planned = PlannedGrasps(g, labels, labels * 0.5, labels * 0.25, g.joint_angles_rad, g.joint_angles_rad, np.zeros(3))
     msgs = planned_grasps_to_msgs(planned)
     assert msgs[0].header.frame_id == "world" and msgs[0].joint_names[0] == "joint_0.0"
     back, y = grasp_msgs_to_core(msgs)
