@@ -17,7 +17,7 @@ from getagrip_ros.grasp.grasp import NUM_FINGERS, NUM_HAND_JOINTS
 from getagrip_ros.paths import urdf_path
 from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES as FINGERTIP_LINKS
 from getagrip_ros.robot.description import HAND_JOINT_NAMES as JOINT_NAMES
-from getagrip_ros.robot.description import HAND_URDF_NAME, PALM_LINK
+from getagrip_ros.robot.description import HAND_LINK_NAMES, HAND_URDF_NAME, PALM_LINK
 from getagrip_ros.robot.urdf_chain import KinematicTree
 
 #: Joint names of Wonik's ROS 2 v4 driver, in its own order (thumb first, then index, middle, ring).
@@ -61,6 +61,9 @@ class AllegroHand:
         self.device, self.dtype = torch.device(device), dtype
         self._tips = KinematicTree(urdf or urdf_path(HAND_URDF_NAME), PALM_LINK, list(FINGERTIP_LINKS),
                                    list(JOINT_NAMES)).to(self.device)
+        skeleton = [name for f in range(NUM_FINGERS) for name in (*HAND_LINK_NAMES[4 * f: 4 * f + 4], FINGERTIP_LINKS[f])]
+        self._skeleton = KinematicTree(urdf or urdf_path(HAND_URDF_NAME), PALM_LINK, skeleton,
+                                       list(JOINT_NAMES)).to(self.device)
         self.joint_names = JOINT_NAMES
         self.lower_limits_rad = self._tips.lower_limits.to(self.device, dtype)
         self.upper_limits_rad = self._tips.upper_limits.to(self.device, dtype)
@@ -75,6 +78,10 @@ class AllegroHand:
     def fingertip_poses(self, q_rad: torch.Tensor) -> torch.Tensor:
         """(B, 16) joints -> (B, 4, 4, 4) T_palm_tip of index, middle, ring, thumb tip links."""
         return self._tips(q_rad)
+
+    def skeleton_positions(self, q_rad: torch.Tensor) -> torch.Tensor:
+        """(B, 16) -> (B, 4, 5, 3) each finger's four link origins and its tip, palm frame (for drawing)."""
+        return self._skeleton(q_rad)[..., :3, 3].reshape(q_rad.shape[0], NUM_FINGERS, 5, 3)
 
     def fingertip_positions(self, q_rad: torch.Tensor) -> torch.Tensor:
         """(B, 16) -> (B, 4, 3) fingertip sphere centres (tip link origins) in the palm frame."""

@@ -1,8 +1,9 @@
-"""RViz markers for planned grasps: palm axes, fingertips at the pre-grasp and closing directions."""
+"""RViz markers for planned grasps: palm normal, hand skeleton, fingertips and closing directions, by score."""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point
 from std_msgs.msg import ColorRGBA, Header
@@ -10,6 +11,9 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.robot.allegro import AllegroHand
+
+
+MARKERS_PER_GRASP = 4
 
 
 def _color(rank: int, total: int, score: float) -> ColorRGBA:
@@ -20,7 +24,8 @@ def _color(rank: int, total: int, score: float) -> ColorRGBA:
 
 def grasp_markers(grasps: Grasp, scores: np.ndarray, hand: AllegroHand, stamp: Time | None = None,
                   namespace: str = "grasps", max_grasps: int = 40) -> MarkerArray:
-    """Palm-normal arrow, fingertip spheres and closing directions per grasp (best first).
+    """Per grasp (best first): palm-normal arrow, fingertip spheres, closing directions and the hand skeleton
+    (palm -> each finger's joints -> tip, at the pre-grasp joints); MARKERS_PER_GRASP markers each.
 
     Args:
         grasps: ranked grasps; scores: (B,) predicted y_PGS (NaN = unknown, coloured by rank).
@@ -30,24 +35,36 @@ def grasp_markers(grasps: Grasp, scores: np.ndarray, hand: AllegroHand, stamp: T
     T = g.T_frame_palm.double()
     tips_palm = hand.contact_positions(g.joint_angles_rad.to(hand.dtype)).double()
     tips = (T[:, None, :3, :3] @ tips_palm[..., None]).squeeze(-1) + T[:, None, :3, 3]
+    joints_palm = hand.skeleton_positions(g.joint_angles_rad.to(hand.dtype)).double()  # (B, 4, 5, 3)
+    joints = torch.einsum("bij,bfkj->bfki", T[:, :3, :3], joints_palm) + T[:, None, None, :3, 3]
     scores = np.asarray(scores, dtype=float)[: len(g)]
     out = MarkerArray(markers=[Marker(header=header, ns=namespace, action=Marker.DELETEALL)])
+    def points(xyz) -> list[Point]:
+        return [Point(x=float(a), y=float(b), z=float(c)) for a, b, c in xyz]
+
     for i in range(len(g)):
         color = _color(i, len(g), float(scores[i]))
+
+        def marker(kind: int, part: int, width: float) -> Marker:
+            m = Marker(header=header, ns=namespace, id=MARKERS_PER_GRASP * i + part, type=kind, action=Marker.ADD,
+                       color=color)
+            m.scale.x = width
+            m.pose.orientation.w = 1.0
+            return m
+
         p = T[i, :3, 3].numpy()
-        normal_end = p + 0.05 * T[i, :3, 0].numpy()
-        palm = Marker(header=header, ns=namespace, id=3 * i, type=Marker.ARROW, action=Marker.ADD, color=color)
-        palm.points = [Point(x=float(a), y=float(b), z=float(c)) for a, b, c in (p, normal_end)]
-        palm.scale.x, palm.scale.y, palm.scale.z = 0.008, 0.014, 0.014
-        palm.pose.orientation.w = 1.0
-        spheres = Marker(header=header, ns=namespace, id=3 * i + 1, type=Marker.SPHERE_LIST, action=Marker.ADD, color=color)
-        spheres.points = [Point(x=float(a), y=float(b), z=float(c)) for a, b, c in tips[i].numpy()]
-        spheres.scale.x = spheres.scale.y = spheres.scale.z = 0.024
-        spheres.pose.orientation.w = 1.0
-        dirs = Marker(header=header, ns=namespace, id=3 * i + 2, type=Marker.LINE_LIST, action=Marker.ADD, color=color)
+        palm = marker(Marker.ARROW, 0, 0.008)
+        palm.points = points((p, p + 0.05 * T[i, :3, 0].numpy()))
+        palm.scale.y = palm.scale.z = 0.014
+        spheres = marker(Marker.SPHERE_LIST, 1, 0.024)
+        spheres.points = points(tips[i].numpy())
+        spheres.scale.y = spheres.scale.z = 0.024
+        dirs = marker(Marker.LINE_LIST, 2, 0.003)
         ends = tips[i] + 0.03 * g.fingertip_directions[i].double()
-        dirs.points = [Point(x=float(a), y=float(b), z=float(c)) for pair in zip(tips[i].numpy(), ends.numpy()) for a, b, c in pair]
-        dirs.scale.x = 0.003
-        dirs.pose.orientation.w = 1.0
-        out.markers += [palm, spheres, dirs]
+        dirs.points = points(xyz for pair in zip(tips[i].numpy(), ends.numpy()) for xyz in pair)
+        skeleton = marker(Marker.LINE_LIST, 3, 0.004)
+        for chain in joints[i].numpy():  # palm origin -> joints -> tip, as line segments
+            path = [p, *chain]
+            skeleton.points += points(xyz for pair in zip(path[:-1], path[1:]) for xyz in pair)
+        out.markers += [palm, spheres, dirs, skeleton]
     return out

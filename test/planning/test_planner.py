@@ -10,6 +10,7 @@ from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask
 from getagrip_ros.grasp.validate import validate_grasp
 from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, PlanRequest
+from getagrip_ros.robot.allegro import OPEN_HAND_JOINT_ANGLES_RAD
 from getagrip_ros.status import StatusCode
 
 from getagrip_ros.objects.primitives import box_surface_points
@@ -90,3 +91,21 @@ def test_internal_errors_are_reported_not_raised(planner, monkeypatch):
     monkeypatch.setattr("getagrip_ros.planning.samplers.sample_heuristic_grasps", boom)
     result = planner.plan(PlanRequest(points_m=box_surface_points()))
     assert result.status == StatusCode.INTERNAL_ERROR and "simulated bug" in result.reason
+
+
+def test_open_style_heuristic_points_each_fingertip_at_its_nearest_surface_point(planner):
+    pts = box_surface_points()
+    config = dataclasses.replace(planner.config.heuristic_sampler, style="open")
+    g = sample_heuristic_grasps(pts, 200, planner.hand, "world", config, torch.Generator().manual_seed(0))
+    assert len(g) > 100
+    validate_grasp(g, (planner.hand.lower_limits_rad, planner.hand.upper_limits_rad))
+    open_q = torch.as_tensor(OPEN_HAND_JOINT_ANGLES_RAD, dtype=g.joint_angles_rad.dtype)
+    assert float((g.joint_angles_rad - open_q).abs().mean()) < 0.15  # the open hand, with a little noise
+    tips = torch.einsum("gij,gfj->gfi", g.palm_rotation, planner.hand.fingertip_positions(
+        g.joint_angles_rad.float()).double()) + g.palm_position_m[:, None]
+    cloud = torch.from_numpy(pts)
+    nearest = cloud[torch.cdist(tips.reshape(-1, 3), cloud).argmin(1)].reshape(-1, 4, 3)
+    expected = (nearest - tips) / (nearest - tips).norm(dim=-1, keepdim=True)
+    torch.testing.assert_close(g.fingertip_directions, expected, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="unknown heuristic sampler style"):
+        sample_heuristic_grasps(pts, 5, planner.hand, "world", dataclasses.replace(config, style="fist"))

@@ -20,6 +20,7 @@ from getagrip_ros.grasp.filters import cable_filter_mask
 from getagrip_ros.paths import config_path
 from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal, wait_for_result
 from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
+from getagrip_ros.ros.markers import MARKERS_PER_GRASP
 from getagrip_ros.ros.processes import NodeProcess
 
 from getagrip_ros.objects.primitives import box_surface_points
@@ -79,7 +80,9 @@ def test_plan_succeeds_with_feedback_markers_and_valid_grasps(rclpy_node, client
     deadline = time.monotonic() + 5
     while not markers and time.monotonic() < deadline:
         rclpy.spin_once(rclpy_node, timeout_sec=0.1)
-    assert markers and len(markers[-1].markers) == 1 + 3 * 12
+    assert markers and len(markers[-1].markers) == 1 + MARKERS_PER_GRASP * 12
+    skeleton = markers[-1].markers[4]
+    assert skeleton.type == skeleton.LINE_LIST and len(skeleton.points) == 4 * 5 * 2  # 5 segments per finger
 
 
 @pytest.mark.parametrize(
