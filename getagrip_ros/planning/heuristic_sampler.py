@@ -115,11 +115,11 @@ def sample_heuristic_grasps(points_m: np.ndarray, num_grasps: int, hand: Allegro
         targets[..., 2] += side
         q_open = hand.tensor(np.tile(OPEN_HAND_JOINT_ANGLES_RAD, (num_grasps, 1)))
         ik = solve_fingertip_ik(hand, q_open, targets.to(hand.dtype))
-        q = ik.joint_angles_rad.to(dtype)
+        q = ik.joint_angles_rad.to(dtype).cpu()  # the hand may live on a GPU; the sampler works on the CPU
         # the fingers squeeze toward the thumb, the thumb toward the fingers
         directions = -finger_axis[:, None, :].repeat(1, 4, 1)
         directions[:, 3] = finger_axis
-        reachable = (ik.residual_m <= config.max_pad_error_m).all(1)
+        reachable = (ik.residual_m <= config.max_pad_error_m).all(1).cpu()
     else:
         raise ValueError(f"unknown heuristic sampler style {config.style!r} (pinch or open)")
 
@@ -133,8 +133,8 @@ def _open_hand(pts: torch.Tensor, position: torch.Tensor, R: torch.Tensor, num_g
     dtype = pts.dtype
     q = torch.as_tensor(OPEN_HAND_JOINT_ANGLES_RAD, dtype=dtype).repeat(num_grasps, 1)
     q = q + config.open_joint_noise_rad * torch.randn(q.shape, generator=generator, dtype=dtype)
-    q = hand.clamp_to_limits(hand.tensor(q)).to(dtype)
-    tips = torch.einsum("gij,gfj->gfi", R, hand.fingertip_positions(hand.tensor(q)).to(dtype)) + position[:, None]
+    q = hand.clamp_to_limits(hand.tensor(q)).to(dtype).cpu()
+    tips = torch.einsum("gij,gfj->gfi", R, hand.fingertip_positions(hand.tensor(q)).to(dtype).cpu()) + position[:, None]
     nearest = pts[torch.cdist(tips.reshape(-1, 3), pts).argmin(dim=1)].reshape(num_grasps, -1, 3)
     toward = nearest - tips
     length = toward.norm(dim=-1, keepdim=True)
