@@ -260,13 +260,17 @@ class GraspPlanner:
             return PlanResult(StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}", None, timer.durations_s)
         return PlanResult(StatusCode.SUCCEEDED, f"{len(planned.grasps)} grasps{note}", planned, timer.durations_s)
 
-    def _object(self, request: PlanRequest, report: ProgressFn) -> PlanningObject:
+    def _object(self, request: PlanRequest, report: ProgressFn, checkpoint: Callable[[], None]) -> PlanningObject:
         if request.points_m is not None:
             return object_from_points(request.points_m, request.frame_id)
         if request.bps is not None:
             return object_from_bps(request.bps, request.frame_id, request.bps_centroid_height_m)
-        return object_from_nerf(request.nerf_config_path, self.config.device,
-                                lambda stage, f: report("object", STAGE_PROGRESS["sampling"] * f, math.nan))
+
+        def extraction_progress(stage: str, fraction: float) -> None:  # cancel/timeout between extraction steps
+            checkpoint()
+            report("object", STAGE_PROGRESS["sampling"] * fraction, math.nan)
+
+        return object_from_nerf(request.nerf_config_path, self.config.device, extraction_progress)
 
     def _run(self, request: PlanRequest, timer: StageTimer, report: ProgressFn,
              checkpoint: Callable[[], None]) -> tuple[PlannedGrasps, str]:
@@ -281,7 +285,7 @@ class GraspPlanner:
             evaluator = None if request.evaluator == "none" else self._evaluator(request.evaluator)
         with timer.stage("object"):
             report("object", 0.0, nan)
-            obj = self._object(request, report)
+            obj = self._object(request, report, checkpoint)
             checkpoint()
         with timer.stage("sampling"):
             span = STAGE_PROGRESS["filtering"] - STAGE_PROGRESS["sampling"]

@@ -233,3 +233,20 @@ def test_planning_with_the_nerf_evaluator_ranks_and_refines(tmp_path, hand, monk
     p = result.planned
     assert p.grasps.frame_id == "world" and len(p.grasps) == 4 and bool((p.y_pgs[:-1] >= p.y_pgs[1:]).all())
     assert stages.count("refinement") == 3 and "ranked by the nerf evaluator" in result.reason
+
+
+def test_cancel_reaches_into_the_nerf_extraction(tmp_path, hand, monkeypatch):
+    steps = []
+
+    def extraction(path, device, progress):  # stands in for the perception extraction's progress calls
+        for stage in ("centroid", "point_cloud", "bps", "mesh"):
+            progress(stage, len(steps) / 4)
+            steps.append(stage)
+        return _ball_object()
+
+    monkeypatch.setattr("getagrip_ros.planning.planner.object_from_nerf", extraction)
+    (tmp_path / "config.yml").write_text("a NeRF config")
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=20), hand)
+    result = planner.plan(PlanRequest(nerf_config_path=str(tmp_path / "config.yml")),
+                          should_cancel=lambda: len(steps) >= 2)
+    assert result.status == StatusCode.CANCELED and steps == ["centroid", "point_cloud"]
