@@ -3,6 +3,7 @@
 The wrist stands in for the arm (its pose is commanded directly); the object is a free body held only
 by contact forces. Success follows the paper's simulation criterion: after a 20 cm lift the object is
 off the table, touched by >= 3 hand links, moved < 10 cm relative to the hand and tilted < 45 deg.
+The close -> lift part (:func:`close_and_lift`) is shared with the grasp labels of getagrip_ros.data.
 """
 
 from __future__ import annotations
@@ -11,9 +12,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from getagrip_ros.robot.description import HAND_JOINT_NAMES
+from getagrip_ros.robot.description import HAND_JOINT_NAMES, PALM_LINK
 from getagrip_ros.robot.interfaces import JointTrajectory
 from getagrip_ros.sim.world import SimWorld
+
+#: Object contacts below this normal force (N) do not count as touching.
+MIN_CONTACT_FORCE_N = 1e-3
+
+
+@dataclass(frozen=True)
+class CloseLiftConfig:
+    """Close the hand at the grasp pose, then lift straight up (the public code's hardware timings)."""
+
+    close_s: float = 0.5
+    hold_closed_s: float = 0.2
+    lift_m: float = 0.20
+    lift_s: float = 1.0
+    hold_lifted_s: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -23,14 +38,19 @@ class GraspTrialConfig:
     approach_distance_m: float = 0.10
     """Start this far back from the grasp pose, along -palm normal."""
     approach_s: float = 1.0
-    close_s: float = 0.5
-    hold_closed_s: float = 0.2
-    lift_m: float = 0.20
-    lift_s: float = 1.0
-    hold_lifted_s: float = 0.5
+    close_s: float = CloseLiftConfig.close_s
+    hold_closed_s: float = CloseLiftConfig.hold_closed_s
+    lift_m: float = CloseLiftConfig.lift_m
+    lift_s: float = CloseLiftConfig.lift_s
+    hold_lifted_s: float = CloseLiftConfig.hold_lifted_s
     min_hand_contacts: int = 3
     max_relative_motion_m: float = 0.10
     max_tilt_deg: float = 45.0
+
+    @property
+    def close_lift(self) -> CloseLiftConfig:
+        """The close -> lift phases of this trial."""
+        return CloseLiftConfig(self.close_s, self.hold_closed_s, self.lift_m, self.lift_s, self.hold_lifted_s)
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,27 @@ class GraspTrialResult:
     tilt_deg: float
 
 
+@dataclass(frozen=True)
+class LiftOutcome:
+    """The object after close -> lift -> hold (world frame, metres)."""
+
+    T_world_object: np.ndarray
+    """(4, 4) object pose at the end."""
+    T_palm_object_closed: np.ndarray
+    """(4, 4) object in the palm frame once the hand has closed, before the lift."""
+    T_palm_object_lifted: np.ndarray
+    """(4, 4) object in the palm frame at the end."""
+    touching: dict[str, float]
+    """{body touching the object at the end ("world" = the table): total normal force in N}."""
+    hand_links_touching: tuple[str, ...]
+    """Sorted hand links touching the object with more than MIN_CONTACT_FORCE_N."""
+
+    @property
+    def relative_motion_m(self) -> float:
+        """How far the object moved in the palm frame during the lift."""
+        return float(np.linalg.norm(self.T_palm_object_lifted[:3, 3] - self.T_palm_object_closed[:3, 3]))
+
+
 def _hold(q: np.ndarray) -> JointTrajectory:
     return JointTrajectory(HAND_JOINT_NAMES, [0.0], [q])
 
@@ -51,30 +92,36 @@ def _line(Ta: np.ndarray, Tb: np.ndarray, duration_s: float):
     return lambda t: Ta + (Tb - Ta) * min(t / duration_s, 1.0)
 
 
+def close_and_lift(world: SimWorld, T_world_palm: np.ndarray, pregrasp_rad: np.ndarray, closed_rad: np.ndarray,
+                   config: CloseLiftConfig = CloseLiftConfig()) -> LiftOutcome:
+    """With the hand at the grasp pose: close to the closed joints, hold, lift straight up, hold lifted."""
+    T_lift = T_world_palm.copy()
+    T_lift[2, 3] += config.lift_m
+    world.follow(JointTrajectory.linear(HAND_JOINT_NAMES, pregrasp_rad, closed_rad, config.close_s),
+                 settle_s=config.hold_closed_s, wrist_path=lambda t: T_world_palm)
+    T_palm_object_closed = np.linalg.inv(world.body_pose(PALM_LINK)) @ world.object_pose()
+    world.follow(_hold(closed_rad), settle_s=config.lift_s, wrist_path=_line(T_world_palm, T_lift, config.lift_s))
+    world.follow(_hold(closed_rad), settle_s=config.hold_lifted_s, wrist_path=lambda t: T_lift)
+    T_object = world.object_pose()
+    touching = world.object_contacts()
+    links = tuple(sorted(k for k, v in touching.items() if k in world.hand_link_names() and v > MIN_CONTACT_FORCE_N))
+    return LiftOutcome(T_object, T_palm_object_closed, np.linalg.inv(world.body_pose(PALM_LINK)) @ T_object, touching, links)
+
+
 def run_grasp_trial(world: SimWorld, T_world_palm: np.ndarray, pregrasp_rad: np.ndarray, closed_rad: np.ndarray,
                     config: GraspTrialConfig = GraspTrialConfig()) -> GraspTrialResult:
     """Reset the floating-hand world and try the grasp (palm pose, pre-grasp and closing joints)."""
     T_start = T_world_palm.copy()
     T_start[:3, 3] -= config.approach_distance_m * T_world_palm[:3, 0]
-    T_lift = T_world_palm.copy()
-    T_lift[2, 3] += config.lift_m
     world.reset(hand_rad=pregrasp_rad, T_world_palm=T_start)
     z0 = world.object_pose()[2, 3]
     world.follow(_hold(pregrasp_rad), settle_s=config.approach_s, wrist_path=_line(T_start, T_world_palm, config.approach_s))
-    world.follow(JointTrajectory.linear(HAND_JOINT_NAMES, pregrasp_rad, closed_rad, config.close_s),
-                 settle_s=config.hold_closed_s, wrist_path=lambda t: T_world_palm)
-    T_palm_object_before = np.linalg.inv(world.body_pose("palm_link")) @ world.object_pose()
-    world.follow(_hold(closed_rad), settle_s=config.lift_s, wrist_path=_line(T_world_palm, T_lift, config.lift_s))
-    world.follow(_hold(closed_rad), settle_s=config.hold_lifted_s, wrist_path=lambda t: T_lift)
+    outcome = close_and_lift(world, T_world_palm, pregrasp_rad, closed_rad, config.close_lift)
 
-    T_object = world.object_pose()
-    T_palm_object_after = np.linalg.inv(world.body_pose("palm_link")) @ T_object
-    relative = float(np.linalg.norm(T_palm_object_after[:3, 3] - T_palm_object_before[:3, 3]))
+    T_object, links, relative = outcome.T_world_object, outcome.hand_links_touching, outcome.relative_motion_m
     tilt = float(np.degrees(np.arccos(np.clip(T_object[2, 2], -1.0, 1.0))))
-    touching = world.object_contacts()
-    links = tuple(sorted(k for k, v in touching.items() if k in world.hand_link_names() and v > 1e-3))
     lift = float(T_object[2, 3] - z0)
-    if "world" in touching:
+    if "world" in outcome.touching:
         reason = f"object still on the table (lifted {lift * 100:.1f} cm)"
     elif len(links) < config.min_hand_contacts:
         reason = f"only {len(links)} hand links touch the object"

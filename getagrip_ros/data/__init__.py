@@ -1,0 +1,1 @@
+"""The data engine: grasp labels in simulation, datasets."""
