@@ -34,6 +34,7 @@ setup(
             "getagrip-plan-grasps = getagrip_ros.cli.plan_grasps:main",
             "getagrip-demo = getagrip_ros.demo:main",
             "getagrip-train = getagrip_ros.cli.train:main",
+            "getagrip-generate = getagrip_ros.cli.generate:main",
         ],
     },
 )

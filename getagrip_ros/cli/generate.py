@@ -1,0 +1,110 @@
+"""getagrip-generate: generate a labelled BPS grasp dataset over catalog objects (resumable, local workers).
+
+    getagrip-generate --objects tabletop-20 --out runs/data --grasps-per-object 64 --workers 2 --merge data.h5
+    getagrip-generate --objects procedural:train,tabletop20/cube,meshes/bunny.obj --out runs/data --limit 50
+    getagrip-generate --out runs/data --merge data.h5          # merge the finished shards only
+
+--objects takes comma-separated set names (procedural, pybullet-random, tabletop-20; "set:split" for one split),
+catalog names (procedural/mug_0003) and mesh files (obj/stl/ply/glb, metres). Rerunning with the same --out
+continues: finished objects are kept, skipped ones (reasons in skipped.json) are not retried unless asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from getagrip_ros.data.generate import GenerationConfig, GenerationSummary, ObjectOutcome, generate_dataset, merge_shards
+from getagrip_ros.objects.catalog import SETS, list_objects, user_object
+from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES, ObjectSpec
+
+
+def resolve_objects(text: str) -> list[ObjectSpec | str]:
+    """Comma-separated set names ("set" or "set:split"), catalog names and mesh files -> specs and names.
+
+    Catalog names stay names: an unknown one is skipped (with its reason) by the run, not an error here.
+    """
+    objects: list[ObjectSpec | str] = []
+    for item in (s.strip() for s in text.split(",")):
+        set_name, _, split = item.partition(":")
+        if set_name in SETS:
+            objects.extend(list_objects(set_name, split or None))
+        elif Path(item).suffix.lower() in MESH_FILE_SUFFIXES:
+            objects.append(user_object(item))
+        elif item:
+            objects.append(item)
+    return objects
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "n/a"
+
+
+def _report(summary: GenerationSummary) -> None:
+    c = summary.counts
+    print(f"generated {len(summary.generated)} objects in {summary.wall_s:.1f} s with {summary.num_workers} worker(s) "
+          f"({len(summary.already_done)} already done, {len(summary.skipped)} skipped, {len(summary.failed)} failed)")
+    if summary.generated:
+        print(f"  {c['grasps']} grasps, {c['trials']} labelled trials: {summary.trials_per_s_per_core:.2f} labelled "
+              f"trials/s per core, {summary.grasps_per_s:.2f} grasps/s")
+        for kind in ("starts", "augmented"):
+            print(f"  {kind}: {c[kind]} grasps, y_PGS > 0: {_percent(c[f'{kind}_positive'], c[kind])}, "
+                  f">= 0.9: {_percent(c[f'{kind}_good'], c[kind])}")
+    for name, reason in summary.skipped.items():
+        print(f"  skipped {name}: {reason}")
+    for name, error in summary.failed.items():
+        print(f"  failed {name}: {error.strip().splitlines()[-1]}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="getagrip-generate", description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", help="comma-separated sets (set or set:split), catalog names and mesh files")
+    parser.add_argument("--out", type=Path, required=True, help="run folder: shards/, config.json, skipped.json")
+    parser.add_argument("--grasps-per-object", type=int, help=f"heuristic starts per object "
+                                                              f"(default {GenerationConfig.grasps_per_object})")
+    parser.add_argument("--perturbations", type=int, help="labelling trials per grasp (paper and default: 5)")
+    parser.add_argument("--workers", type=int, default=1, help="local worker processes")
+    parser.add_argument("--limit", type=int, help="only the first N objects")
+    parser.add_argument("--seed", type=int, default=0, help="run seed (each object's seed derives from it and its name)")
+    parser.add_argument("--retry-skipped", action="store_true", help="try the objects skipped before again")
+    parser.add_argument("--merge", type=Path, metavar="OUT.h5", help="then write every shard into one HDF5 dataset")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.objects is None and args.merge is None:
+        print("error: give --objects to generate and/or --merge to merge", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")  # reasons are printed below
+    config = GenerationConfig(seed=args.seed)
+    if args.grasps_per_object is not None:
+        config = dataclasses.replace(config, grasps_per_object=args.grasps_per_object)
+    if args.perturbations is not None:
+        config = dataclasses.replace(config, labels=dataclasses.replace(config.labels, num_perturbations=args.perturbations))
+    failed = False
+    try:
+        if args.objects is not None:
+            objects = resolve_objects(args.objects)[: args.limit]
+            with tqdm(unit="object", desc="generate", disable=args.quiet, dynamic_ncols=True) as bar:
+                def on_object(outcome: ObjectOutcome, total: int) -> None:
+                    bar.total = total
+                    bar.update(1)
+                    bar.set_postfix_str(f"{outcome.name} {outcome.status}")
+
+                summary = generate_dataset(objects, args.out, config, args.workers, args.retry_skipped, on_object)
+            _report(summary)
+            failed = bool(summary.failed)
+        if args.merge is not None:
+            path = merge_shards(args.out, args.merge)
+            print(f"wrote {path}")
+    except ValueError as err:  # other settings in the run folder, nothing to merge, bad names
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 1 if failed else 0

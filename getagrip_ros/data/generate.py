@@ -1,0 +1,468 @@
+"""The data engine: a labelled BPS grasp dataset over catalog objects, one resumable shard per object.
+
+Per object (:func:`generate_object`, a pure function of the object and the settings): prepare it (drop test
+included), rest it on the table of the floating-hand world at a seeded yaw, render noisy depth views of it
+along the capture spirals and clean them into the cloud the robot would see (its centroid sets the object
+frame Oy, its BPS is the model input), sample "open" heuristic grasps on the true surface, refine them on
+the hand-object energy, label them with the paper's protocol, then perturb every good grasp (y_PGS >= 0.9)
+with the label noise and label the perturbed copies too. Grasps are stored as 37-D vectors in Oy.
+
+A run folder holds ``config.json`` (the settings; a rerun must use the same), ``shards/<object name>.npz``
+(one per finished object, written atomically), ``skipped.json`` (objects rejected, with the reason: not
+retried) and ``failed.json`` (unexpected errors: retried by the next run). Rerunning does only the objects
+without a shard. :func:`merge_shards` writes the public BPS HDF5 layout. One run per folder at a time.
+Frames: world z up, table top at z = 0; metres, radians.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+import torch
+from scipy.spatial.transform import Rotation
+
+from getagrip_ros.data.grasp_generation import GraspOptimizationConfig, ObjectSurface, optimize_pregrasps
+from getagrip_ros.data.labels import LabelConfig, label_grasps
+from getagrip_ros.grasp.frames import invert_transform
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.grasp.perturb import LABEL_NOISE, PerturbationConfig, perturb_grasps
+from getagrip_ros.objects.catalog import object_by_name
+from getagrip_ros.objects.errors import ObjectRejected
+from getagrip_ros.objects.mesh_object import ObjectSpec, PrepareConfig, prepare_object
+from getagrip_ros.objects.settle import SettleConfig
+from getagrip_ros.perception.bps import public_basis_points_By
+from getagrip_ros.perception.capture_trajectory import SpiralConfig, spiral_poses
+from getagrip_ros.perception.depth_cloud import backproject_object
+from getagrip_ros.perception.point_cloud import CloudCleaningConfig, clean_object_cloud
+from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig, sample_heuristic_grasps
+from getagrip_ros.planning.object_input import object_from_points
+from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.sim.scene import CameraConfig, SceneConfig
+from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+from getagrip_ros.training.datasets import write_bps_dataset
+
+log = logging.getLogger(__name__)
+
+SHARDS_DIR = "shards"
+CONFIG_FILE = "config.json"
+SKIPPED_FILE = "skipped.json"
+FAILED_FILE = "failed.json"
+_HAND_AWAY_M = (0.0, 0.0, 2.0)
+"""Where the floating hand waits (palm position, world) while the object is photographed."""
+_NOT_COMPARED = ("prepare.cache_dir",)
+"""Settings that do not change the data: a rerun may differ in them."""
+
+
+@dataclass(frozen=True)
+class CloudConfig:
+    """The object's cloud as the robot sees it: depth views from the capture spirals, with depth noise.
+
+    The views are the spiral poses themselves (not checked for the arm's reach); pixels showing the object
+    (the simulator's mask) are back-projected, then cropped and cleaned as perception cleans its clouds.
+    """
+
+    spiral: SpiralConfig = field(default_factory=lambda: SpiralConfig(num_images=12))
+    camera: CameraConfig = field(default_factory=lambda: CameraConfig(320, 180, 133.25))
+    """ZED 2i HD720 / 4."""
+    depth_noise_std_m: float = 0.001
+    """Std of the Gaussian noise added to every depth pixel."""
+    cleaning: CloudCleaningConfig = field(default_factory=lambda: CloudCleaningConfig(component_link_m=0.01))
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    grasps_per_object: int = 64
+    """Heuristic starts per object (fewer when the sampler drops some: palm too close to the table)."""
+    sampler: HeuristicSamplerConfig = field(default_factory=lambda: HeuristicSamplerConfig(style="open"))
+    optimization: GraspOptimizationConfig = field(default_factory=GraspOptimizationConfig)
+    labels: LabelConfig = field(default_factory=LabelConfig)
+    good_y_pgs: float = 0.9
+    """Grasps with y_PGS at least this are augmented."""
+    augmentations_per_good_grasp: int = 5
+    augmentation_noise: PerturbationConfig = LABEL_NOISE
+    """Wrist perturbation of the augmented copies (the paper's label noise)."""
+    cloud: CloudConfig = field(default_factory=CloudConfig)
+    prepare: PrepareConfig = field(default_factory=lambda: PrepareConfig(settle=SettleConfig()))
+    """Object acceptance: the paper's size range and drop test."""
+    placement: ObjectPlacement = field(default_factory=ObjectPlacement)
+    """Where the object rests (x, y = 0.65, 0 m); its yaw is drawn per object when random_yaw."""
+    random_yaw: bool = True
+    scene: SceneConfig = field(default_factory=lambda: SceneConfig(robot="floating_hand"))
+    seed: int = 0
+    """Run seed; each object's seed is derived from it and the object's name."""
+
+
+@dataclass(frozen=True, eq=False)
+class ObjectShard:
+    """Everything generated for one object."""
+
+    object_name: str
+    grasps_Oy: np.ndarray
+    """(n, 37) float32 grasp vectors in the object frame Oy (y up, origin at the observed cloud's centroid)."""
+    y_pick: np.ndarray
+    """(n,) float32 labels in [0, 1]."""
+    y_coll: np.ndarray
+    y_PGS: np.ndarray
+    augmented_from: np.ndarray
+    """(n,) int32 row of the grasp each augmented grasp perturbs; -1 for the optimised grasps (the first rows)."""
+    bps_m: np.ndarray
+    """(4096,) float32 distances from the public basis (By: below the centroid on the table) to the cloud."""
+    cloud_world_m: np.ndarray
+    """(N, 3) float32 cleaned observed cloud, world frame."""
+    T_world_Oy: np.ndarray
+    """(4, 4) float64."""
+    T_world_object: np.ndarray
+    """(4, 4) float64 pose of the object (its mesh frame) while it was photographed and grasped."""
+    settings: dict
+    """The generation settings, the physics settings and the object's seed."""
+    timings_s: dict
+    counts: dict
+    """Grasps and trials, label tallies of the optimised and augmented grasps, cloud cleaning counts."""
+
+    def save(self, path: str | Path) -> Path:
+        """Write the shard as .npz atomically (a temporary file renamed into place)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for key in ("settings", "timings_s", "counts"):
+            arrays[key] = np.array(json.dumps(arrays[key]))
+        arrays["object_name"] = np.array(self.object_name)
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+        return path
+
+
+def load_shard(path: str | Path) -> ObjectShard:
+    with np.load(path) as f:
+        values = {k: f[k] for k in f.files}
+    values["object_name"] = str(values["object_name"])
+    for key in ("settings", "timings_s", "counts"):
+        values[key] = json.loads(str(values[key]))
+    return ObjectShard(**values)
+
+
+def object_seed(name: str, run_seed: int) -> int:
+    """63-bit seed of one object: a fixed function of the run seed and the object's name."""
+    return int.from_bytes(hashlib.sha256(f"{run_seed}/{name}".encode()).digest()[:8], "big") >> 1
+
+
+def _resolve(obj: ObjectSpec | str) -> ObjectSpec:
+    if isinstance(obj, ObjectSpec):
+        return obj
+    try:
+        return object_by_name(obj)
+    except ValueError as exc:
+        raise ObjectRejected(str(exc)) from exc
+
+
+def _name(obj: ObjectSpec | str) -> str:
+    return obj.name if isinstance(obj, ObjectSpec) else obj
+
+
+def observe_object(world: SimWorld, config: CloudConfig, rng: np.random.Generator) -> np.ndarray:
+    """(N, 3) cleaned world-frame cloud of the world's object from noisy depth views along the capture spirals."""
+    T_hand = np.eye(4)
+    T_hand[:3, 3] = _HAND_AWAY_M
+    world.reset(T_world_palm=T_hand)
+    position = np.array([*world.object_pose()[:2, 3], 0.0])
+    points = []
+    for T_world_camera in spiral_poses(position, config.spiral):
+        world.set_camera_pose(T_world_camera)
+        frame = world.render(config.camera)
+        noisy = frame.depth_m + rng.normal(0.0, config.depth_noise_std_m, frame.depth_m.shape).astype(np.float32)
+        points.append(backproject_object(dataclasses.replace(frame, depth_m=np.where(frame.depth_m > 0, noisy, 0.0))))
+    try:
+        return clean_object_cloud(np.concatenate(points), position, config.cleaning).points_m
+    except ValueError as exc:
+        raise ObjectRejected(f"{world.object.name}: {exc}") from exc
+
+
+def _tally(prefix: str, y_pgs: np.ndarray, good: float) -> dict[str, int]:
+    """How many grasps, how many with y_PGS > 0 and how many good ones."""
+    return {prefix: len(y_pgs), f"{prefix}_positive": int((y_pgs > 0).sum()), f"{prefix}_good": int((y_pgs >= good).sum())}
+
+
+def generate_object(obj: ObjectSpec | str, config: GenerationConfig = GenerationConfig()) -> ObjectShard:
+    """Generate and label the grasps of one object (a catalog name or a spec); see the module docstring.
+
+    Raises:
+        ObjectRejected: unknown name, the object cannot be prepared or does not settle, too few cloud
+            points survive cleaning, or no grasp can be sampled.
+    """
+    timings: dict[str, float] = {}
+    start = last = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        timings[stage] = round(now - last, 4)
+        last = now
+
+    spec = _resolve(obj)
+    seed = object_seed(spec.name, config.seed)
+    yaw_seed, noise_seed, surface_seed, sample_seed, label_seed, augment_seed, augment_label_seed = (
+        int(s) for s in np.random.SeedSequence(seed).generate_state(7, dtype=np.uint32))
+    prepared = prepare_object(spec, config.prepare)
+    yaw = float(np.random.default_rng(yaw_seed).uniform(0.0, 2 * np.pi)) if config.random_yaw else config.placement.yaw_rad
+    placement = dataclasses.replace(config.placement, yaw_rad=yaw)
+    hand = AllegroHand()
+    lap("prepare")
+    with SimWorld(config.scene, prepared, placement) as world:
+        cloud = observe_object(world, config.cloud, np.random.default_rng(noise_seed))
+        observed = object_from_points(cloud, "world")
+        T_world_object = world.object_pose()
+        lap("perception")
+
+        mesh_world = prepared.mesh.copy()
+        mesh_world.apply_transform(T_world_object)
+        surface = ObjectSurface.from_mesh(mesh_world, config.optimization.num_surface_points, seed=surface_seed)
+        # the sampler drops palms too close to the table: draw twice as many, keep the first grasps_per_object
+        starts = sample_heuristic_grasps(surface.points_m.numpy(), 2 * config.grasps_per_object, hand, "world",
+                                         config.sampler, torch.Generator().manual_seed(sample_seed))
+        starts = starts[: config.grasps_per_object]
+        if len(starts) == 0:
+            raise ObjectRejected(f"{spec.name}: the heuristic sampler found no grasp start")
+        lap("sample")
+        grasps, _ = optimize_pregrasps(starts, surface, hand, config.optimization)
+        lap("optimize")
+        labels = label_grasps(world, grasps, hand, config.labels, torch.Generator().manual_seed(label_seed))
+        y = np.array([[label.y_pick, label.y_coll, label.y_pgs] for label in labels])
+        augmented_from = np.full(len(grasps), -1)
+        lap("label")
+        good = np.flatnonzero(y[:, 2] >= config.good_y_pgs)
+        if len(good) and config.augmentations_per_good_grasp > 0:
+            parents = np.repeat(good, config.augmentations_per_good_grasp)
+            copies = perturb_grasps(grasps[torch.as_tensor(parents)], config.augmentation_noise,
+                                    torch.Generator().manual_seed(augment_seed), (hand.lower_limits_rad, hand.upper_limits_rad))
+            copy_labels = label_grasps(world, copies, hand, config.labels, torch.Generator().manual_seed(augment_label_seed))
+            y = np.concatenate([y, [[label.y_pick, label.y_coll, label.y_pgs] for label in copy_labels]])
+            augmented_from = np.concatenate([augmented_from, parents])
+            grasps = Grasp.cat([grasps, copies])
+        lap("augment")
+        physics = world.physics_settings()
+
+    T_world_Oy = observed.T_frame_Oy
+    grasps_Oy = grasps.transformed(invert_transform(T_world_Oy), "Oy")
+    is_start = augmented_from < 0
+    counts = {"grasps": len(grasps), "trials": len(grasps) * config.labels.num_perturbations,
+              **_tally("starts", y[is_start, 2], config.good_y_pgs), **_tally("augmented", y[~is_start, 2], config.good_y_pgs),
+              "cloud_points": len(cloud)}
+    timings["total"] = round(time.perf_counter() - start, 4)
+    settings = {"generation": dataclasses.asdict(config), "physics": physics, "object_seed": seed, "yaw_rad": yaw}
+    return ObjectShard(spec.name, grasps_Oy.to_numpy_vector().astype(np.float32), *(y[:, i].astype(np.float32) for i in range(3)),
+                       augmented_from.astype(np.int32), observed.bps_m.astype(np.float32), cloud.astype(np.float32),
+                       T_world_Oy.numpy(), T_world_object, settings, timings, counts)
+
+
+@dataclass(frozen=True)
+class ObjectOutcome:
+    """What became of one object in a run."""
+
+    name: str
+    status: Literal["done", "skipped", "failed"]
+    reason: str = ""
+    """Why it was skipped (ObjectRejected) or the traceback of an unexpected error."""
+    counts: dict = field(default_factory=dict)
+    timings_s: dict = field(default_factory=dict)
+
+
+def shard_path(run_dir: str | Path, name: str) -> Path:
+    """Where the shard of object `name` ("<set>/<id>") lives in a run folder."""
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"object name {name!r} cannot name a shard file")
+    return Path(run_dir, SHARDS_DIR, *parts[:-1], f"{parts[-1]}.npz")
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+
+
+def _generate_to_shard(obj: ObjectSpec | str, config: GenerationConfig, path: Path) -> ObjectOutcome:
+    name = _name(obj)
+    try:
+        shard = generate_object(obj, config)
+    except ObjectRejected as exc:
+        return ObjectOutcome(name, "skipped", str(exc))
+    except Exception:  # one object's bug must not stop a long run: recorded in failed.json, retried next run
+        return ObjectOutcome(name, "failed", traceback.format_exc())
+    shard.save(path)
+    return ObjectOutcome(name, "done", "", shard.counts, shard.timings_s)
+
+
+@dataclass(frozen=True)
+class GenerationSummary:
+    run_dir: Path
+    generated: tuple[str, ...]
+    """Objects finished by this run."""
+    already_done: tuple[str, ...]
+    """Requested objects that had a shard before this run."""
+    skipped: dict[str, str]
+    """Requested objects that were rejected (this run or before), with the reason."""
+    failed: dict[str, str]
+    """Requested objects whose generation raised an unexpected error in this run."""
+    counts: dict[str, int]
+    """Sums of the shard counts over the objects generated by this run."""
+    wall_s: float
+    num_workers: int
+
+    @property
+    def trials_per_s_per_core(self) -> float:
+        """Labelled trials per second of wall time per busy worker (everything included: prepare, render, optimise)."""
+        busy = min(self.num_workers, max(1, len(self.generated)))
+        return self.counts.get("trials", 0) / max(self.wall_s, 1e-9) / busy
+
+    @property
+    def grasps_per_s(self) -> float:
+        return self.counts.get("grasps", 0) / max(self.wall_s, 1e-9)
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _write_json(path: Path, values: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(values, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _compared_settings(config: GenerationConfig) -> dict:
+    settings = json.loads(json.dumps(dataclasses.asdict(config)))  # tuples -> lists, as read back from config.json
+    for dotted in _NOT_COMPARED:
+        *parents, key = dotted.split(".")
+        node = settings
+        for parent in parents:
+            node = node[parent]
+        node.pop(key, None)
+    return settings
+
+
+def _differences(stored, current, prefix: str = "") -> list[str]:
+    if isinstance(stored, dict) and isinstance(current, dict):
+        return [d for k in sorted(set(stored) | set(current))
+                for d in _differences(stored.get(k), current.get(k), f"{prefix}{k}.")]
+    return [] if stored == current else [f"{prefix[:-1]}: {stored!r} in the run folder, {current!r} now"]
+
+
+def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
+                     config: GenerationConfig = GenerationConfig(), num_workers: int = 1, retry_skipped: bool = False,
+                     progress: Callable[[ObjectOutcome, int], None] | None = None) -> GenerationSummary:
+    """Generate the shards of the objects (specs or catalog names) that have none in run_dir yet.
+
+    num_workers > 1 runs objects in that many spawned processes (torch on one thread each); 1 runs them here
+    (torch on one thread meanwhile). progress(outcome, number of objects this run does) is called after each object.
+
+    Raises:
+        ValueError: run_dir was made with other settings, num_workers < 1, or an object name cannot name a file.
+        concurrent.futures.process.BrokenProcessPool: a worker died (finished shards stay; rerun to continue).
+    """
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    run_dir = Path(run_dir)
+    (run_dir / SHARDS_DIR).mkdir(parents=True, exist_ok=True)
+    settings = _compared_settings(config)
+    stored = _read_json(run_dir / CONFIG_FILE)
+    if stored:
+        diffs = _differences(stored, settings)
+        if diffs:
+            raise ValueError(f"{run_dir} was generated with other settings (" + "; ".join(diffs)
+                             + "); use another run folder or the same settings")
+    else:
+        _write_json(run_dir / CONFIG_FILE, settings)
+    for stale in (run_dir / SHARDS_DIR).rglob("*.tmp"):  # left by an interrupted run
+        stale.unlink()
+
+    skipped, failed = _read_json(run_dir / SKIPPED_FILE), _read_json(run_dir / FAILED_FILE)
+    unique: dict[str, ObjectSpec | str] = {}
+    for obj in objects:
+        unique.setdefault(_name(obj), obj)
+    paths = {name: shard_path(run_dir, name) for name in unique}
+    done = tuple(name for name in unique if paths[name].is_file())
+    todo = [(name, obj) for name, obj in unique.items()
+            if not paths[name].is_file() and (retry_skipped or name not in skipped)]
+    generated: list[str] = []
+    counts: dict[str, int] = {}
+
+    def record(outcome: ObjectOutcome) -> None:
+        failed.pop(outcome.name, None)
+        skipped.pop(outcome.name, None)
+        if outcome.status == "done":
+            generated.append(outcome.name)
+            for key, value in outcome.counts.items():
+                counts[key] = counts.get(key, 0) + value
+        elif outcome.status == "skipped":
+            skipped[outcome.name] = outcome.reason
+            log.warning("skipped %s: %s", outcome.name, outcome.reason)
+        else:
+            failed[outcome.name] = outcome.reason
+            log.error("failed %s:\n%s", outcome.name, outcome.reason)
+        _write_json(run_dir / SKIPPED_FILE, skipped)
+        _write_json(run_dir / FAILED_FILE, failed)
+        if progress is not None:
+            progress(outcome, len(todo))
+
+    start = time.perf_counter()
+    if num_workers == 1:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for name, obj in todo:
+                record(_generate_to_shard(obj, config, paths[name]))
+        finally:
+            torch.set_num_threads(threads)
+    elif todo:
+        with ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_init_worker) as pool:
+            futures = [pool.submit(_generate_to_shard, obj, config, paths[name]) for name, obj in todo]
+            for future in as_completed(futures):
+                record(future.result())
+    wall_s = time.perf_counter() - start
+    requested = set(paths)
+    return GenerationSummary(run_dir, tuple(generated), done, {k: v for k, v in skipped.items() if k in requested},
+                             {k: v for k, v in failed.items() if k in requested}, counts, wall_s, num_workers)
+
+
+def merge_shards(run_dir: str | Path, out_h5: str | Path) -> Path:
+    """Write every shard of run_dir into one BPS grasp dataset (public layout), objects ordered by name.
+
+    One /bpss row per object, object codes = object names, point-cloud paths = the shard files (they hold
+    the clouds), /object_state = the object's pose in Oy (at rest).
+
+    Raises:
+        ValueError: run_dir holds no shard.
+    """
+    run_dir = Path(run_dir)
+    rows = []
+    for path in (run_dir / SHARDS_DIR).rglob("*.npz"):
+        with np.load(path) as f:
+            rows.append({k: f[k] for k in ("object_name", "grasps_Oy", "y_pick", "y_coll", "y_PGS", "bps_m",
+                                           "T_world_Oy", "T_world_object")} | {"path": path})
+    if not rows:
+        raise ValueError(f"{run_dir}: no shards to merge (in {run_dir / SHARDS_DIR})")
+    rows.sort(key=lambda r: str(r["object_name"]))
+    states = []
+    for r in rows:
+        T_Oy_object = np.linalg.inv(r["T_world_Oy"]) @ r["T_world_object"]
+        state = np.concatenate([T_Oy_object[:3, 3], Rotation.from_matrix(T_Oy_object[:3, :3]).as_quat(), np.zeros(6)])
+        states.append(np.tile(state, (len(r["grasps_Oy"]), 1)))
+    return write_bps_dataset(
+        out_h5, basis_points_m=public_basis_points_By(), bpss_m=np.stack([r["bps_m"] for r in rows]),
+        object_codes=[str(r["object_name"]) for r in rows], grasps=np.concatenate([r["grasps_Oy"] for r in rows]),
+        grasp_bps_idx=np.concatenate([np.full(len(r["grasps_Oy"]), i) for i, r in enumerate(rows)]),
+        **{y: np.concatenate([r[y] for r in rows]) for y in ("y_pick", "y_coll", "y_PGS")},
+        point_cloud_filepaths=[str(r["path"].relative_to(run_dir)) for r in rows], object_states=np.concatenate(states))

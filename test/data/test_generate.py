@@ -1,0 +1,172 @@
+"""The data engine: per-object shards, resumable runs, skipped and failed objects, parallel determinism, HDF5 merge."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.transform import Rotation
+
+from getagrip_ros.cli.generate import main, resolve_objects
+from getagrip_ros.data.generate import (CloudConfig, GenerationConfig, generate_dataset, load_shard, merge_shards,
+                                        shard_path)
+from getagrip_ros.data.grasp_generation import GraspOptimizationConfig
+from getagrip_ros.data.labels import LabelConfig
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.objects.catalog import object_by_name, user_object
+from getagrip_ros.objects.mesh_object import ObjectSpec, PrepareConfig, prepare_object
+from getagrip_ros.objects.settle import SettleConfig
+from getagrip_ros.perception.bps import public_basis_points_By
+from getagrip_ros.perception.capture_trajectory import SpiralConfig
+from getagrip_ros.planning.object_input import object_from_points
+from getagrip_ros.sim.scene import CameraConfig
+from getagrip_ros.training.datasets import read_bps_dataset
+
+OBJECTS = ("procedural/box_0000", "procedural/cylinder_0000")
+ARRAYS = ("grasps_Oy", "y_pick", "y_coll", "y_PGS", "augmented_from", "bps_m", "cloud_world_m", "T_world_Oy")
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokenShape:
+    """A procedural shape whose mesh raises an unexpected error."""
+
+    def mesh(self):
+        raise RuntimeError("broken shape")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One run over the two test objects (8 starts, 2 trials per grasp, 2 copies per good grasp), a missing mesh
+    file, an unknown name and a broken object; returns (run folder, config, summary, progress calls)."""
+    root = tmp_path_factory.mktemp("generate")
+    config = GenerationConfig(
+        grasps_per_object=8, optimization=GraspOptimizationConfig(num_steps=40, num_surface_points=800),
+        labels=LabelConfig(num_perturbations=2), augmentations_per_good_grasp=2,
+        cloud=CloudConfig(spiral=SpiralConfig(num_images=8), camera=CameraConfig(160, 90, 66.6)),
+        prepare=PrepareConfig(settle=SettleConfig(), cache_dir=str(root / "cache")), seed=7)
+    objects = [*OBJECTS, user_object(root / "missing.obj"), "procedural/no_such_object",
+               ObjectSpec("test/broken", "procedural", BrokenShape())]
+    calls = []
+    summary = generate_dataset(objects, root / "run", config, progress=lambda outcome, total: calls.append((outcome, total)))
+    return root / "run", config, summary, calls
+
+
+def test_shards_hold_labelled_grasps_in_the_observed_object_frame(run):
+    run_dir, config, summary, calls = run
+    assert summary.generated == OBJECTS and summary.already_done == ()
+    assert [(o.name, o.status) for o, _ in calls][:2] == [(n, "done") for n in OBJECTS] and {t for _, t in calls} == {5}
+    for name in OBJECTS:
+        shard = load_shard(shard_path(run_dir, name))
+        n = len(shard.grasps_Oy)
+        assert shard.object_name == name and shard.grasps_Oy.shape == (n, 37) and shard.bps_m.shape == (4096,)
+        c = shard.counts
+        assert n == c["grasps"] == c["starts"] + c["augmented"] and 0 < c["starts"] <= 8
+        assert c["trials"] == 2 * n and c["augmented"] == 2 * c["starts_good"]
+        for y in (shard.y_pick, shard.y_coll, shard.y_PGS):
+            assert y.shape == (n,) and y.min() >= 0 and y.max() <= 1
+        assert np.all(shard.y_PGS <= np.minimum(shard.y_pick, shard.y_coll))
+        # the optimised grasps come first; each augmented copy points at a good one
+        parents = shard.augmented_from[c["starts"]:]
+        assert np.all(shard.augmented_from[: c["starts"]] == -1) and np.all(shard.y_PGS[parents] >= config.good_y_pgs)
+        assert shard.settings["generation"]["grasps_per_object"] == 8 and shard.timings_s["total"] > 0
+        # Oy: y up, origin at the centroid of the observed cloud, whose BPS the shard holds
+        observed = object_from_points(shard.cloud_world_m, "world")
+        np.testing.assert_allclose(shard.T_world_Oy, observed.T_frame_Oy.numpy(), atol=1e-6)
+        np.testing.assert_allclose(shard.T_world_Oy[:3, 1], [0.0, 0.0, 1.0], atol=1e-12)
+        np.testing.assert_allclose(shard.bps_m, observed.bps_m, atol=1e-5)
+        # the cloud lies on the true surface (1 mm depth noise); the grasps, back in the world, around the object
+        mesh = prepare_object(object_by_name(name), config.prepare).mesh
+        mesh.apply_transform(shard.T_world_object)
+        _, distance, _ = mesh.nearest.on_surface(shard.cloud_world_m[::10])
+        assert np.median(distance) < 0.002 and len(shard.cloud_world_m) > 200
+        world = Grasp.from_vector(torch.from_numpy(shard.grasps_Oy).double(), "Oy").transformed(shard.T_world_Oy, "world")
+        to_object = (world.palm_position_m.numpy() - mesh.centroid)
+        assert np.linalg.norm(to_object, axis=1).max() < 0.2 and world.palm_position_m[:, 2].min() > 0
+        assert np.all((world.palm_normal.numpy() * to_object).sum(1) < 0)  # the palm faces the object
+
+
+def test_rejected_objects_are_skipped_with_their_reason_and_errors_recorded(run):
+    run_dir, _, summary, _ = run
+    assert set(summary.skipped) == {"user/missing", "procedural/no_such_object"}
+    assert "does not exist" in summary.skipped["user/missing"]
+    assert "no catalog object named" in summary.skipped["procedural/no_such_object"]
+    assert json.loads((run_dir / "skipped.json").read_text()) == summary.skipped
+    assert list(summary.failed) == ["test/broken"] and "RuntimeError: broken shape" in summary.failed["test/broken"]
+    assert "test/broken" in json.loads((run_dir / "failed.json").read_text())
+    assert sorted(p.name for p in (run_dir / "shards").rglob("*")) == ["box_0000.npz", "cylinder_0000.npz", "procedural"]
+
+
+def test_rerun_keeps_finished_shards_redoes_a_lost_one_and_retries_failures(run):
+    run_dir, config, _, _ = run
+    objects = [*OBJECTS, "procedural/no_such_object", ObjectSpec("test/broken", "procedural", BrokenShape())]
+    paths = [shard_path(run_dir, name) for name in OBJECTS]
+    mtimes = [p.stat().st_mtime_ns for p in paths]
+    calls = []
+    again = generate_dataset(objects, run_dir, config, progress=lambda outcome, total: calls.append(outcome.name))
+    assert again.generated == () and again.already_done == OBJECTS and [p.stat().st_mtime_ns for p in paths] == mtimes
+    assert calls == ["test/broken"] and "procedural/no_such_object" in again.skipped  # failures retried, skips not
+    before = load_shard(paths[0])
+    paths[0].unlink()
+    stale = paths[0].with_name(".box_0000.npz.123.tmp")  # an interrupted write
+    stale.write_bytes(b"partial")
+    redo = generate_dataset(objects[:2], run_dir, config)
+    assert redo.generated == OBJECTS[:1] and redo.already_done == OBJECTS[1:] and not stale.exists()
+    assert paths[1].stat().st_mtime_ns == mtimes[1]
+    after = load_shard(paths[0])
+    for key in ARRAYS:
+        np.testing.assert_array_equal(getattr(after, key), getattr(before, key), err_msg=key)
+
+
+def test_other_settings_are_refused_in_a_run_folder(run):
+    run_dir, config, _, _ = run
+    with pytest.raises(ValueError, match="grasps_per_object: 8 in the run folder, 9 now"):
+        generate_dataset(OBJECTS, run_dir, dataclasses.replace(config, grasps_per_object=9))
+    elsewhere = dataclasses.replace(config, prepare=dataclasses.replace(config.prepare, cache_dir="/tmp/elsewhere"))
+    assert generate_dataset(OBJECTS, run_dir, elsewhere).already_done == OBJECTS  # the cache does not change data
+    with pytest.raises(ValueError, match="num_workers"):
+        generate_dataset(OBJECTS, run_dir, config, num_workers=0)
+
+
+def test_two_worker_processes_give_the_same_shards(run, tmp_path):
+    run_dir, config, _, _ = run
+    summary = generate_dataset(OBJECTS, tmp_path / "parallel", config, num_workers=2)
+    assert sorted(summary.generated) == sorted(OBJECTS) and summary.num_workers == 2
+    assert summary.counts["trials"] > 0 and summary.trials_per_s_per_core > 0 and summary.grasps_per_s > 0
+    for name in OBJECTS:
+        a, b = load_shard(shard_path(run_dir, name)), load_shard(shard_path(tmp_path / "parallel", name))
+        for key in ARRAYS:
+            np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=f"{name} {key}")
+
+
+def test_merge_writes_the_public_bps_layout(run, tmp_path):
+    run_dir, _, _, _ = run
+    data = read_bps_dataset(merge_shards(run_dir, tmp_path / "data.h5"))
+    shards = [load_shard(shard_path(run_dir, name)) for name in OBJECTS]
+    assert data.object_codes.tolist() == list(OBJECTS) and data.num_grasps == sum(len(s.grasps_Oy) for s in shards)
+    np.testing.assert_array_equal(data.basis_points_m, public_basis_points_By().astype(np.float32))
+    np.testing.assert_array_equal(data.bpss_m, np.stack([s.bps_m for s in shards]))
+    np.testing.assert_array_equal(data.grasps, np.concatenate([s.grasps_Oy for s in shards]))
+    np.testing.assert_array_equal(data.labels[:, 2], np.concatenate([s.y_PGS for s in shards]))
+    assert data.labels.min() >= 0 and data.labels.max() <= 1
+    assert np.bincount(data.grasp_bps_idx).tolist() == [len(s.grasps_Oy) for s in shards]
+    assert data.point_cloud_filepaths.tolist() == [f"shards/{name}.npz" for name in OBJECTS]
+    # the object's pose in Oy: its mesh frame origin (on the table, yawed) below the centroid, y up
+    for i, shard in enumerate(shards):
+        state = data.object_states[data.grasp_bps_idx == i][0]
+        assert state[1] == pytest.approx(-shard.T_world_Oy[2, 3], abs=1e-5) and abs(state[0]) < 0.02
+        np.testing.assert_allclose(Rotation.from_quat(state[3:7]).as_matrix()[:, 2], [0.0, 1.0, 0.0], atol=1e-6)
+    with pytest.raises(ValueError, match="no shards"):
+        merge_shards(tmp_path / "empty", tmp_path / "empty.h5")
+
+
+def test_cli_resolves_objects_merges_and_reports(run, tmp_path, capsys):
+    run_dir, _, _, _ = run
+    objects = resolve_objects("tabletop-20:test, procedural/box_0000,meshes/bunny.obj")
+    assert len(objects) == 22 and objects[20] == "procedural/box_0000" and objects[21].name == "user/bunny"
+    assert main(["--out", str(run_dir), "--merge", str(tmp_path / "cli.h5")]) == 0
+    assert f"wrote {tmp_path / 'cli.h5'}" in capsys.readouterr().out
+    assert main(["--objects", "procedural/no_such_object", "--out", str(tmp_path / "cli_run"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "generated 0 objects" in out and "skipped procedural/no_such_object: no catalog object named" in out
+    assert main(["--out", str(tmp_path / "cli_run")]) == 2
