@@ -1,0 +1,44 @@
+"""Methods judged in simulation: plan -> top grasps -> perturbed executions -> success rates."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from getagrip_ros.data.evaluate import EvaluationConfig, Method, evaluate_methods, result_rows, summarize
+from getagrip_ros.data.labels import LabelConfig
+from getagrip_ros.objects.mesh_object import PreparedObject
+from getagrip_ros.objects.primitives import box_surface_points
+from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig
+
+
+@pytest.fixture(scope="module")
+def box():
+    import trimesh
+
+    mesh = trimesh.creation.box((0.05, 0.05, 0.1))
+    mesh.apply_translation((0, 0, 0.05))
+    return PreparedObject("test/box", mesh, (mesh,), ("easy",), np.eye(4))
+
+
+def observed_box(obj, placement):
+    return box_surface_points(size_m=(0.05, 0.05, 0.1), centre_xy_m=placement.xy_m)
+
+
+def test_methods_are_planned_executed_and_summarised(box, tiny_models):
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=200, models=tiny_models))
+    config = EvaluationConfig(grasps_per_object=2, refinement_iterations=2,
+                              label=dataclasses.replace(LabelConfig(), num_perturbations=2))
+    methods = [Method("heuristic", "none"), Method("fixed", "bps"), Method("diffusion", "nerf")]
+    seen = []
+    results = evaluate_methods([box], planner, methods, observed_box, config, lambda o, m: seen.append((o, m)))
+    assert seen == [("test/box", m.name) for m in methods]
+    ok, learned, failed = results
+    assert ok.plan_status == "SUCCEEDED" and len(ok.grasp_success) == 2
+    assert all(0.0 <= s <= 1.0 for s in ok.grasp_success) and ok.success_rate == pytest.approx(np.mean(ok.grasp_success))
+    assert len(learned.predicted_y_pgs) == 2 and all(0 < p < 1 for p in learned.predicted_y_pgs)
+    assert failed.plan_status == "INVALID_GOAL" and failed.success_rate == 0.0 and "NeRF" in failed.plan_reason
+    summary = summarize(results)
+    assert summary["diffusion + nerf"] == {"success_rate": 0.0, "objects": 1, "plans_failed": 1}
+    json.dumps(result_rows(results))  # serialisable for reports
