@@ -426,7 +426,7 @@ def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
         finally:
             torch.set_num_threads(threads)
     elif todo:
-        with ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("spawn"),
+        with ProcessPoolExecutor(min(num_workers, len(todo)), mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_init_worker) as pool:
             futures = [pool.submit(_generate_to_shard, obj, config, paths[name]) for name, obj in todo]
             for future in as_completed(futures):
