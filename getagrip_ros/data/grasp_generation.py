@@ -1,8 +1,9 @@
 """Pre-grasps for the dataset: heuristic samples refined by gradient descent on a hand-object energy.
 
 In the spirit of the paper's data generation: the fingertip contact points are pulled to a gap of
-~1.5 cm off the object's surface, and the hand is pushed out of the object and above the table and kept
-within its joint limits. The object is its surface, sampled with outward normals (world frame, from the
+~1.5 cm off the object's surface, the thumb is pushed opposite the fingers (a smooth stand-in for the
+force-closure term), and the hand is pushed out of the object and above the table and kept within its
+joint limits. The object is its surface, sampled with outward normals (world frame, from the
 true mesh); the hand is a set of proxy points (the palm's grasping face and its box corners, and points
 along each finger's links with the links' radius). Distances are to the nearest surface sample, negative
 behind its normal.
@@ -28,7 +29,7 @@ PALM_BOX_SIZE_M = (0.0408, 0.113, 0.095)
 
 @dataclass(frozen=True)
 class GraspOptimizationConfig:
-    num_steps: int = 100
+    num_steps: int = 200
     learning_rate: float = 1e-2
     """Adam step on the palm position (m), its rotation (so(3), rad) and the joints (rad)."""
     pregrasp_gap_m: float = 0.015
@@ -44,6 +45,9 @@ class GraspOptimizationConfig:
     penetration_weight: float = 10.0
     table_weight: float = 10.0
     joint_limit_weight: float = 10.0
+    opposition_weight: float = 0.01
+    """Weight of || mean over fingers of u_f + u_thumb ||^2, u = unit vector from a fingertip to the object centroid:
+    the thumb pushed opposite the fingers (a smooth stand-in for force closure)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,10 @@ class ObjectSurface:
 
     points_m: torch.Tensor
     normals: torch.Tensor
+
+    @property
+    def centroid_m(self) -> torch.Tensor:
+        return self.points_m.mean(0)
 
     @classmethod
     def from_mesh(cls, mesh_world: trimesh.Trimesh, num_points: int, seed: int = 0) -> "ObjectSurface":
@@ -123,23 +131,27 @@ def optimize_pregrasps(grasps: Grasp, surface: ObjectSurface, hand: AllegroHand,
         below = torch.cat([(config.finger_radius_m + config.table_clearance_m - fingers[..., 2]).clamp_min(0),
                            (config.table_clearance_m - palm[..., 2]).clamp_min(0)], 1)
         limits = (q - upper).clamp_min(0) + (lower - q).clamp_min(0)
-        return gap, penetration, below, limits, tips
+        to_centre = surface.centroid_m - tips
+        u = to_centre / to_centre.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        opposition = (u[:, :3].mean(1) + u[:, 3]).square().sum(-1)
+        return gap, penetration, below, limits, tips, opposition
 
     for _ in range(config.num_steps):
-        gap, penetration, below, limits, _ = terms()
+        gap, penetration, below, limits, _, opposition = terms()
         energy = (config.gap_weight * gap.square().sum(1) + config.penetration_weight * penetration.square().sum(1)
-                  + config.table_weight * below.square().sum(1) + config.joint_limit_weight * limits.square().sum(1))
+                  + config.table_weight * below.square().sum(1) + config.joint_limit_weight * limits.square().sum(1)
+                  + config.opposition_weight * opposition)
         optimizer.zero_grad()
         energy.sum().backward()
         optimizer.step()
 
     with torch.no_grad():
         q.copy_(torch.maximum(torch.minimum(q, upper), lower))
-        gap, penetration, below, _, tips = terms()
+        gap, penetration, below, _, tips, opposition = terms()
         _, nearest = surface.signed_distance(tips)
         toward = nearest - tips
         directions = toward / toward.norm(dim=-1, keepdim=True).clamp_min(1e-9)
         R = so3_exp(rotation) @ R0
         result = Grasp(position.detach().clone(), R, q.detach().clone(), directions, frame_id="world")
     return result, {"gap_m": gap.abs().mean(1), "penetration_m": penetration.max(1).values,
-                    "table_m": below.max(1).values}
+                    "table_m": below.max(1).values, "opposition": opposition}

@@ -60,3 +60,10 @@ def test_deterministic_and_frame_checked(setup):
     torch.testing.assert_close(a.to_vector(), b.to_vector(), rtol=0, atol=0)
     with pytest.raises(ValueError, match="world frame"):
         optimize_pregrasps(starts.transformed(torch.eye(4, dtype=torch.float64), "object"), surface, hand, config)
+
+
+def test_the_opposition_term_puts_the_thumb_opposite_the_fingers(setup):
+    hand, _, surface, starts = setup
+    _, without = optimize_pregrasps(starts, surface, hand, GraspOptimizationConfig(opposition_weight=0.0))
+    _, with_term = optimize_pregrasps(starts, surface, hand)
+    assert float(with_term["opposition"].median()) < 0.5 * float(without["opposition"].median())
