@@ -24,8 +24,9 @@ from getagrip_ros.planning.planner import GraspPlanner, PlanRequest
 from getagrip_ros.sim.scene import SceneConfig
 from getagrip_ros.sim.world import ObjectPlacement, SimWorld
 
-CloudFn = Callable[[PreparedObject, ObjectPlacement], np.ndarray]
-"""(object, where it stands) -> (N, 3) observed object points, world frame."""
+CloudFn = Callable[[SimWorld], np.ndarray]
+"""The floating-hand world holding the object -> (N, 3) observed object points, world frame (e.g.
+:func:`getagrip_ros.data.generate.observe_object`)."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,8 @@ def evaluate_methods(objects: Sequence[PreparedObject], planner: GraspPlanner, m
     """Every method on every object; progress(object name, method name) before each plan."""
     results = []
     for obj in objects:
-        cloud = cloud_fn(obj, config.placement)
         with SimWorld(SceneConfig(robot="floating_hand"), obj, config.placement) as world:
+            cloud = cloud_fn(world)
             for method in methods:
                 if progress is not None:
                     progress(obj.name, method.name)

@@ -466,3 +466,25 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path) -> Path:
         grasp_bps_idx=np.concatenate([np.full(len(r["grasps_Oy"]), i) for i, r in enumerate(rows)]),
         **{y: np.concatenate([r[y] for r in rows]) for y in ("y_pick", "y_coll", "y_PGS")},
         point_cloud_filepaths=[str(r["path"].relative_to(run_dir)) for r in rows], object_states=np.concatenate(states))
+
+
+def write_fixed_grasp_set(run_dir: str | Path, path: str | Path, min_y_pgs: float = 0.9, per_object: int = 1) -> Path:
+    """The fixed sampler's grasp set from a run: the best ``per_object`` optimised grasps of every object with
+    y_PGS >= min_y_pgs (the paper: one good grasp per training object), in Oy, as .npz.
+
+    Raises:
+        ValueError: no shard holds such a grasp.
+    """
+    from getagrip_ros.grasp.grasp import Grasp
+    from getagrip_ros.planning.samplers import save_grasp_set
+
+    rows, labels = [], []
+    for shard_file in sorted((Path(run_dir) / SHARDS_DIR).rglob("*.npz")):
+        shard = load_shard(shard_file)
+        order = np.argsort(-shard.y_PGS, kind="stable")
+        good = [i for i in order if shard.y_PGS[i] >= min_y_pgs][:per_object]
+        rows += [shard.grasps_Oy[i] for i in good]
+        labels += [shard.y_PGS[i] for i in good]
+    if not rows:
+        raise ValueError(f"no grasp with y_PGS >= {min_y_pgs} in {run_dir}")
+    return save_grasp_set(path, Grasp.from_vector(np.stack(rows), "Oy"), y_PGS=np.asarray(labels, np.float32))

@@ -22,8 +22,8 @@ def box():
     return PreparedObject("test/box", mesh, (mesh,), ("easy",), np.eye(4))
 
 
-def observed_box(obj, placement):
-    return box_surface_points(size_m=(0.05, 0.05, 0.1), centre_xy_m=placement.xy_m)
+def observed_box(world):
+    return box_surface_points(size_m=(0.05, 0.05, 0.1), centre_xy_m=world.placement.xy_m)
 
 
 def test_methods_are_planned_executed_and_summarised(box, tiny_models):

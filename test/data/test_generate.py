@@ -170,3 +170,19 @@ def test_cli_resolves_objects_merges_and_reports(run, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "generated 0 objects" in out and "skipped procedural/no_such_object: no catalog object named" in out
     assert main(["--out", str(tmp_path / "cli_run")]) == 2
+
+
+def test_fixed_grasp_set_keeps_the_best_good_grasp_per_object(run, tmp_path):
+    from getagrip_ros.data.generate import write_fixed_grasp_set
+    from getagrip_ros.planning.samplers import load_grasp_set
+
+    run_dir = run[0]
+    shards = [load_shard(f) for f in sorted((run_dir / "shards").rglob("*.npz"))]
+    best = [float(s.y_PGS.max()) for s in shards]
+    threshold = min(best)  # every object has a grasp this good
+    path = write_fixed_grasp_set(run_dir, tmp_path / "fixed.npz", min_y_pgs=threshold)
+    grasps = load_grasp_set(path)
+    assert len(grasps) == len(shards) and grasps.frame_id == "Oy"
+    np.testing.assert_allclose(np.sort(np.load(path)["y_PGS"]), np.sort(best), atol=1e-6)
+    with pytest.raises(ValueError, match="no grasp with y_PGS"):
+        write_fixed_grasp_set(run_dir, tmp_path / "none.npz", min_y_pgs=1.01)
