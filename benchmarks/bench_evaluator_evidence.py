@@ -1,0 +1,70 @@
+"""Does the evaluator help? Grasp-planning methods judged in simulation with the paper's protocol.
+
+Every method (sampler x evaluator) plans for each held-out object from its observed cloud (noisy rendered
+depth along the capture spirals); the top 5 grasps are each executed 5 times with the label noise in the
+floating-hand world; a method's success rate is the mean y_PGS of those executions (missing grasps count
+as failures). Samplers and evaluators without a model file are left out.
+
+    python benchmarks/bench_evaluator_evidence.py --objects tabletop-20 --bps-evaluator runs/eval/best.pt \\
+        --fixed-grasps fixed.npz [--bps-sampler runs/sampler/best.pt] [--out evidence.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from getagrip_ros.cli.generate import resolve_objects
+from getagrip_ros.data.evaluate import EvaluationConfig, Method, evaluate_methods, result_rows, summarize
+from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object
+from getagrip_ros.data.labels import LabelConfig
+from getagrip_ros.objects.catalog import object_by_name
+from getagrip_ros.objects.mesh_object import prepare_object
+from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", default="tabletop-20", help="sets (set or set:split) or catalog names, comma-separated")
+    parser.add_argument("--limit", type=int, help="only the first N objects")
+    parser.add_argument("--bps-evaluator", default="")
+    parser.add_argument("--fixed-grasps", default="")
+    parser.add_argument("--bps-sampler", default="")
+    parser.add_argument("--num-samples", type=int, default=GraspPlannerConfig.num_samples)
+    parser.add_argument("--grasps-per-object", type=int, default=5)
+    parser.add_argument("--perturbations", type=int, default=5)
+    parser.add_argument("--out", type=Path, help="write every result as JSON")
+    args = parser.parse_args()
+
+    files = ModelFiles(bps_evaluator=args.bps_evaluator, fixed_grasps=args.fixed_grasps, bps_sampler=args.bps_sampler)
+    samplers = ["heuristic"] + (["fixed"] if args.fixed_grasps else []) + (["diffusion"] if args.bps_sampler else [])
+    evaluators = ["none"] + (["bps"] if args.bps_evaluator else [])
+    methods = [Method(s, e) for s in samplers for e in evaluators]
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=args.num_samples, models=files))
+    specs = resolve_objects(args.objects)[: args.limit]
+    objects = [prepare_object(object_by_name(spec) if isinstance(spec, str) else spec) for spec in specs]
+    config = EvaluationConfig(grasps_per_object=args.grasps_per_object,
+                              label=LabelConfig(num_perturbations=args.perturbations))
+
+    def observe(world):
+        return observe_object(world, CloudConfig(), np.random.default_rng(object_seed(world.object.name, 0)))
+
+    start = time.perf_counter()
+    results = evaluate_methods(objects, planner, methods, observe, config,
+                               lambda name, method: print(f"  {name}: {method}", flush=True))
+    print(f"\n{len(objects)} objects, {args.grasps_per_object} grasps x {args.perturbations} executions each, "
+          f"{time.perf_counter() - start:.0f} s")
+    print(f"{'method':28s} {'success':>8s} {'plans failed':>13s}")
+    for method, row in summarize(results).items():
+        print(f"{method:28s} {100 * row['success_rate']:7.1f}% {row['plans_failed']:>13d}")
+    if args.out:
+        args.out.write_text(json.dumps({"methods": summarize(results), "results": result_rows(results)}, indent=1))
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
