@@ -303,8 +303,8 @@ class GraspPlanner:
                 raise StageError(StatusCode.NO_RESULT, f"none of the {num_samples} sampled grasps passed the filters")
 
         if evaluator is None:
-            chosen, labels, note = samples[: request.num_grasps], torch.full((min(len(samples), request.num_grasps), 3), nan), \
-                " (unranked: no evaluator, no refinement)"
+            chosen = samples[: request.num_grasps]
+            labels, note = torch.full((len(chosen), 3), nan), " (unranked: no evaluator, no refinement)"
         else:
             chosen, labels, note = self._rank_and_refine(request, obj, evaluator, samples, generator, limits, timer,
                                                          report, checkpoint)
