@@ -3,6 +3,8 @@
     getagrip-generate --objects tabletop-20 --out runs/data --grasps-per-object 64 --workers 2 --merge data.h5
     getagrip-generate --objects procedural:train,tabletop20/cube,meshes/bunny.obj --out runs/data --limit 50
     getagrip-generate --out runs/data --merge data.h5          # merge the finished shards only
+    getagrip-generate --objects procedural:train,pybullet-random:train --grasps-per-object 96 --shuffle \
+        --workers 2 --out runs/data_v1 --merge data_v1.h5      # the dataset of the shipped models
 
 --objects takes comma-separated set names (procedural, pybullet-random, tabletop-20; "set:split" for one split),
 catalog names (procedural/mug_0003) and mesh files (obj/stl/ply/glb, metres). Rerunning with the same --out
@@ -17,6 +19,7 @@ import logging
 import sys
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from getagrip_ros.data.generate import GenerationConfig, GenerationSummary, ObjectOutcome, generate_dataset, merge_shards
@@ -70,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--perturbations", type=int, help="labelling trials per grasp (paper and default: 5)")
     parser.add_argument("--workers", type=int, default=1, help="local worker processes")
     parser.add_argument("--limit", type=int, help="only the first N objects")
+    parser.add_argument("--shuffle", action="store_true",
+                        help="visit the objects in a seeded random order (a stopped run then covers every set evenly)")
     parser.add_argument("--seed", type=int, default=0, help="run seed (each object's seed derives from it and its name)")
     parser.add_argument("--retry-skipped", action="store_true", help="try the objects skipped before again")
     parser.add_argument("--merge", type=Path, metavar="OUT.h5", help="then write every shard into one HDF5 dataset")
@@ -91,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     try:
         if args.objects is not None:
-            objects = resolve_objects(args.objects)[: args.limit]
+            objects = resolve_objects(args.objects)
+            if args.shuffle:
+                order = np.random.default_rng(args.seed).permutation(len(objects))
+                objects = [objects[i] for i in order]
+            objects = objects[: args.limit]
             with tqdm(unit="object", desc="generate", disable=args.quiet, dynamic_ncols=True) as bar:
                 def on_object(outcome: ObjectOutcome, total: int) -> None:
                     bar.total = total

@@ -13,10 +13,12 @@ Closing directions are then set toward each fingertip's nearest surface point.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
 import trimesh
+from scipy.spatial import cKDTree
 
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.rotations import so3_exp
@@ -61,6 +63,10 @@ class ObjectSurface:
     def centroid_m(self) -> torch.Tensor:
         return self.points_m.mean(0)
 
+    @cached_property
+    def _tree(self) -> cKDTree:
+        return cKDTree(self.points_m.detach().cpu().numpy())
+
     @classmethod
     def from_mesh(cls, mesh_world: trimesh.Trimesh, num_points: int, seed: int = 0) -> "ObjectSurface":
         points, faces = trimesh.sample.sample_surface(mesh_world, num_points, seed=seed)
@@ -71,7 +77,8 @@ class ObjectSurface:
         """(..., 3) -> distance to the nearest sample, negative where the point is behind that sample's normal
         (inside), and the sample (..., 3)."""
         flat = points_m.reshape(-1, 3)
-        nearest = torch.cdist(flat.detach(), self.points_m).argmin(dim=1)
+        _, nearest = self._tree.query(flat.detach().cpu().numpy())
+        nearest = torch.as_tensor(nearest, device=self.points_m.device)
         sample = self.points_m[nearest]
         offset = flat - sample
         outside = (offset * self.normals[nearest]).sum(-1) >= 0

@@ -29,6 +29,11 @@ class CloseLiftConfig:
     lift_m: float = 0.20
     lift_s: float = 1.0
     hold_lifted_s: float = 0.5
+    give_up_after_m: float | None = None
+    """Stop the lift early once the wrist has risen this far while the object has risen less than
+    ``min_object_rise_m`` and still touches the table: the hand is not holding it, and the rest of the lift
+    cannot pick it up (the outcome is the state at that moment). None: always simulate every phase."""
+    min_object_rise_m: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class LiftOutcome:
     """{body touching the object at the end ("world" = the table): total normal force in N}."""
     hand_links_touching: tuple[str, ...]
     """Sorted hand links touching the object with more than MIN_CONTACT_FORCE_N."""
+    gave_up: bool
+    """True when the lift stopped early because the object was left on the table (give_up_after_m)."""
 
     @property
     def relative_motion_m(self) -> float:
@@ -100,12 +107,22 @@ def close_and_lift(world: SimWorld, T_world_palm: np.ndarray, pregrasp_rad: np.n
     world.follow(JointTrajectory.linear(HAND_JOINT_NAMES, pregrasp_rad, closed_rad, config.close_s),
                  settle_s=config.hold_closed_s, wrist_path=lambda t: T_world_palm)
     T_palm_object_closed = np.linalg.inv(world.body_pose(PALM_LINK)) @ world.object_pose()
-    world.follow(_hold(closed_rad), settle_s=config.lift_s, wrist_path=_line(T_world_palm, T_lift, config.lift_s))
-    world.follow(_hold(closed_rad), settle_s=config.hold_lifted_s, wrist_path=lambda t: T_lift)
+    z_object_closed_m = world.object_pose()[2, 3]
+
+    def left_behind() -> bool:
+        return (world.body_pose(PALM_LINK)[2, 3] - T_world_palm[2, 3] >= config.give_up_after_m
+                and world.object_pose()[2, 3] - z_object_closed_m < config.min_object_rise_m
+                and "world" in world.object_contacts())
+
+    lifted = world.follow(_hold(closed_rad), settle_s=config.lift_s, wrist_path=_line(T_world_palm, T_lift, config.lift_s),
+                          should_stop=None if config.give_up_after_m is None else left_behind)
+    if lifted.success:
+        world.follow(_hold(closed_rad), settle_s=config.hold_lifted_s, wrist_path=lambda t: T_lift)
     T_object = world.object_pose()
     touching = world.object_contacts()
     links = tuple(sorted(k for k, v in touching.items() if k in world.hand_link_names() and v > MIN_CONTACT_FORCE_N))
-    return LiftOutcome(T_object, T_palm_object_closed, np.linalg.inv(world.body_pose(PALM_LINK)) @ T_object, touching, links)
+    return LiftOutcome(T_object, T_palm_object_closed, np.linalg.inv(world.body_pose(PALM_LINK)) @ T_object, touching,
+                       links, not lifted.success)
 
 
 def run_grasp_trial(world: SimWorld, T_world_palm: np.ndarray, pregrasp_rad: np.ndarray, closed_rad: np.ndarray,

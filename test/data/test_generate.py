@@ -172,6 +172,20 @@ def test_cli_resolves_objects_merges_and_reports(run, tmp_path, capsys):
     assert main(["--out", str(tmp_path / "cli_run")]) == 2
 
 
+def test_cli_shuffle_visits_the_objects_in_a_seeded_order(tmp_path, capsys):
+    names = [f"procedural/no_such_object_{i}" for i in range(6)]
+
+    def first_two(seed: int, *flags: str) -> list[str]:
+        out_dir = tmp_path / f"run_{seed}_{len(flags)}_{len(list(tmp_path.iterdir()))}"
+        assert main(["--objects", ",".join(names), "--out", str(out_dir), "--limit", "2", "--quiet", "--seed", str(seed), *flags]) == 0
+        return sorted(line.split()[1].rstrip(":") for line in capsys.readouterr().out.splitlines() if "skipped" in line and ":" in line)
+
+    assert first_two(0) == names[:2]
+    shuffled = [first_two(seed, "--shuffle") for seed in range(4)]
+    assert shuffled[0] == first_two(0, "--shuffle")  # seeded: the same order again
+    assert any(s != names[:2] for s in shuffled) and len({tuple(s) for s in shuffled}) > 1
+
+
 def test_fixed_grasp_set_keeps_the_best_good_grasp_per_object(run, tmp_path):
     from getagrip_ros.data.generate import write_fixed_grasp_set
     from getagrip_ros.planning.samplers import load_grasp_set

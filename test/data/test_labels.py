@@ -13,6 +13,7 @@ from getagrip_ros.grasp.rotations import rotation_angle
 from getagrip_ros.objects.mesh_object import ObjectSpec, PrepareConfig, prepare_object
 from getagrip_ros.objects.procedural import BoxShape
 from getagrip_ros.robot.allegro import OPEN_HAND_JOINT_ANGLES_RAD, AllegroHand, FingertipIKConfig, solve_fingertip_ik
+from getagrip_ros.sim.grasp_trial import CloseLiftConfig, close_and_lift
 from getagrip_ros.sim.scene import SceneConfig
 from getagrip_ros.sim.world import SimWorld
 
@@ -93,6 +94,24 @@ def test_far_grasp_and_grasp_in_the_table_labelled_deterministically(world, pinc
         for a, b in zip(la.trials, lb.trials):
             assert np.array_equal(a.T_world_palm, b.T_world_palm)
             assert (a.reason, a.object_lift_m, a.rotation_deg) == (b.reason, b.object_lift_m, b.rotation_deg)
+
+
+def test_lift_leaving_the_object_on_the_table_stops_early_and_a_held_object_is_lifted_all_the_way(world, pinch):
+    def lift(grasp: Grasp, give_up_after_m):
+        T, q = grasp.T_frame_palm[0].numpy(), grasp.joint_angles_rad[0].numpy()
+        world.reset(hand_rad=q, T_world_palm=T)
+        z0 = world.object_pose()[2, 3]
+        closed = q + np.where(np.arange(16) % 4 > 0, 0.4, 0.0)  # flex every finger
+        outcome = close_and_lift(world, T, q, closed, CloseLiftConfig(give_up_after_m=give_up_after_m))
+        return outcome, world.time_s, outcome.T_world_object[2, 3] - z0
+
+    far = shifted(pinch, (0.0, 0.20, 0.0))
+    (full, full_s, _), (early, early_s, early_rise) = lift(far, None), lift(far, 0.05)
+    assert not full.gave_up and full_s == pytest.approx(2.2, abs=0.01)
+    assert early.gave_up and 0.95 < early_s < 1.1  # closed + held at 0.7 s, the wrist 5 cm up ~0.25 s later
+    assert "world" in early.touching and early.hand_links_touching == () and abs(early_rise) < 0.01
+    held, held_s, held_rise = lift(pinch, 0.05)
+    assert not held.gave_up and held_s == pytest.approx(2.2, abs=0.01) and held_rise > 0.15, held.touching
 
 
 def test_custom_forbidden_link_fails_the_pick_and_names_the_link(world, pinch, hand):
