@@ -177,8 +177,10 @@ def test_cli_shuffle_visits_the_objects_in_a_seeded_order(tmp_path, capsys):
 
     def first_two(seed: int, *flags: str) -> list[str]:
         out_dir = tmp_path / f"run_{seed}_{len(flags)}_{len(list(tmp_path.iterdir()))}"
-        assert main(["--objects", ",".join(names), "--out", str(out_dir), "--limit", "2", "--quiet", "--seed", str(seed), *flags]) == 0
-        return sorted(line.split()[1].rstrip(":") for line in capsys.readouterr().out.splitlines() if "skipped" in line and ":" in line)
+        args = ["--objects", ",".join(names), "--out", str(out_dir), "--limit", "2", "--quiet", "--seed", str(seed)]
+        assert main([*args, *flags]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        return sorted(line.split()[1].rstrip(":") for line in lines if "skipped" in line and ":" in line)
 
     assert first_two(0) == names[:2]
     shuffled = [first_two(seed, "--shuffle") for seed in range(4)]
