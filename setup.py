@@ -19,6 +19,7 @@ setup(
         (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
     ],
     install_requires=["setuptools"],
+    extras_require={"ray": ["ray>=2.9"]},  # getagrip-generate --ray: the data engine on a Ray cluster
     zip_safe=True,
     maintainer="getagrip_ros maintainers",
     maintainer_email="maintainers@getagrip-ros.invalid",

@@ -66,7 +66,7 @@ fi
 
 log "installing pinned Python dependencies"
 "${PIP[@]}" install -q -r "$ROOT/requirements/ros.txt" -r "$ROOT/requirements/python.txt" \
-  -r "$ROOT/requirements/nerf.txt" -c "$ROOT/requirements/constraints.txt"
+  -r "$ROOT/requirements/nerf.txt" -r "$ROOT/requirements/ray.txt" -c "$ROOT/requirements/constraints.txt"
 "${PIP[@]}" install -q --no-deps -r "$ROOT/requirements/nerf-nodeps.txt" -c "$ROOT/requirements/constraints.txt"
 
 # 3. getagrip_interfaces ---------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""getagrip-generate: generate a labelled BPS grasp dataset over catalog objects (resumable, local workers).
+"""getagrip-generate: generate a labelled BPS grasp dataset over catalog objects (resumable; local workers or Ray).
 
     getagrip-generate --objects tabletop-20 --out runs/data --grasps-per-object 64 --workers 2 --merge data.h5
     getagrip-generate --objects procedural:train,tabletop20/cube,meshes/bunny.obj --out runs/data --limit 50
     getagrip-generate --out runs/data --merge data.h5          # merge the finished shards only
     getagrip-generate --objects procedural:train,pybullet-random:train --grasps-per-object 96 --shuffle \
         --workers 2 --out runs/data_v1 --merge data_v1.h5      # the dataset of the shipped models
+    getagrip-generate --objects procedural,pybullet-random --ray auto --out runs/data   # on a Ray cluster
 
 --objects takes comma-separated set names (procedural, pybullet-random, tabletop-20; "set:split" for one split),
 catalog names (procedural/mug_0003) and mesh files (obj/stl/ply/glb, metres). Rerunning with the same --out
@@ -72,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
                                                               f"(default {GenerationConfig.grasps_per_object})")
     parser.add_argument("--perturbations", type=int, help="labelling trials per grasp (paper and default: 5)")
     parser.add_argument("--workers", type=int, default=1, help="local worker processes")
+    parser.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead: auto, ray://head:10001, or local "
+                                                         "(pip install 'getagrip_ros[ray]'; shards are written here)")
     parser.add_argument("--limit", type=int, help="only the first N objects")
     parser.add_argument("--shuffle", action="store_true",
                         help="visit the objects in a seeded random order (a stopped run then covers every set evenly)")
@@ -107,13 +110,13 @@ def main(argv: list[str] | None = None) -> int:
                     bar.update(1)
                     bar.set_postfix_str(f"{outcome.name} {outcome.status}")
 
-                summary = generate_dataset(objects, args.out, config, args.workers, args.retry_skipped, on_object)
+                summary = generate_dataset(objects, args.out, config, args.workers, args.retry_skipped, on_object, args.ray)
             _report(summary)
             failed = bool(summary.failed)
         if args.merge is not None:
             path = merge_shards(args.out, args.merge)
             print(f"wrote {path}")
-    except ValueError as err:  # other settings in the run folder, nothing to merge, bad names
+    except (ValueError, ImportError) as err:  # other settings in the run folder, nothing to merge, bad names, no Ray
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 1 if failed else 0

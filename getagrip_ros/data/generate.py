@@ -294,16 +294,54 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _generate_to_shard(obj: ObjectSpec | str, config: GenerationConfig, path: Path) -> ObjectOutcome:
+def _generate_one(obj: ObjectSpec | str, config: GenerationConfig) -> tuple[ObjectOutcome, ObjectShard | None]:
+    """One object's outcome and, when done, its shard (torch on one thread)."""
+    _init_worker()
     name = _name(obj)
     try:
         shard = generate_object(obj, config)
     except ObjectRejected as exc:
-        return ObjectOutcome(name, "skipped", str(exc))
+        return ObjectOutcome(name, "skipped", str(exc)), None
     except Exception:  # one object's bug must not stop a long run: recorded in failed.json, retried next run
-        return ObjectOutcome(name, "failed", traceback.format_exc())
-    shard.save(path)
-    return ObjectOutcome(name, "done", "", shard.counts, shard.timings_s)
+        return ObjectOutcome(name, "failed", traceback.format_exc()), None
+    return ObjectOutcome(name, "done", "", shard.counts, shard.timings_s), shard
+
+
+def _generate_to_shard(obj: ObjectSpec | str, config: GenerationConfig, path: Path) -> ObjectOutcome:
+    outcome, shard = _generate_one(obj, config)
+    if shard is not None:
+        shard.save(path)
+    return outcome
+
+
+def _run_on_ray(todo: list[tuple[str, ObjectSpec | str]], config: GenerationConfig, paths: dict[str, Path],
+                address: str, record: Callable[[ObjectOutcome], None]) -> int:
+    """One Ray task (1 CPU) per object; the shards come back to this process, which writes them (the cluster
+    needs getagrip_ros installed, not a shared file system). Returns the cluster's CPU count."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("the Ray path needs Ray: pip install 'getagrip_ros[ray]' (the local path does not)") from exc
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=None if address == "local" else address, log_to_driver=False, include_dashboard=False)
+    try:
+        task = ray.remote(num_cpus=1)(_generate_one)
+        pending = {task.remote(obj, config): name for name, obj in todo}
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            name = pending.pop(ref)
+            try:
+                outcome, shard = ray.get(ref)
+            except Exception as exc:  # a worker or node died: the object is retried by the next run
+                outcome, shard = ObjectOutcome(name, "failed", f"Ray task failed: {exc}"), None
+            if shard is not None:
+                shard.save(paths[name])
+            record(outcome)
+        return int(ray.cluster_resources().get("CPU", 1))
+    finally:
+        if started:
+            ray.shutdown()
 
 
 @dataclass(frozen=True)
@@ -363,14 +401,19 @@ def _differences(stored, current, prefix: str = "") -> list[str]:
 
 def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
                      config: GenerationConfig = GenerationConfig(), num_workers: int = 1, retry_skipped: bool = False,
-                     progress: Callable[[ObjectOutcome, int], None] | None = None) -> GenerationSummary:
+                     progress: Callable[[ObjectOutcome, int], None] | None = None,
+                     ray_address: str | None = None) -> GenerationSummary:
     """Generate the shards of the objects (specs or catalog names) that have none in run_dir yet.
 
     num_workers > 1 runs objects in that many spawned processes (torch on one thread each); 1 runs them here
-    (torch on one thread meanwhile). progress(outcome, number of objects this run does) is called after each object.
+    (torch on one thread meanwhile). ray_address runs them as tasks of a Ray cluster instead ("auto": the
+    cluster this machine belongs to, "ray://head:10001": a remote one, "local": a new one on this machine;
+    an already initialised Ray is used as it is); num_workers is then ignored. The shards are the same
+    whichever way they are made. progress(outcome, number of objects this run does) is called after each object.
 
     Raises:
         ValueError: run_dir was made with other settings, num_workers < 1, or an object name cannot name a file.
+        ImportError: ray_address given but Ray is not installed.
         concurrent.futures.process.BrokenProcessPool: a worker died (finished shards stay; rerun to continue).
     """
     if num_workers < 1:
@@ -419,7 +462,9 @@ def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
             progress(outcome, len(todo))
 
     start = time.perf_counter()
-    if num_workers == 1:
+    if ray_address is not None:
+        num_workers = _run_on_ray(todo, config, paths, ray_address, record) if todo else 1
+    elif num_workers == 1:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:

@@ -139,6 +139,31 @@ def test_two_worker_processes_give_the_same_shards(run, tmp_path):
             np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=f"{name} {key}")
 
 
+def test_a_ray_cluster_gives_the_same_shards(run, tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")  # installed by the set-up (requirements/ray.txt); optional for users
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    run_dir, config, _, _ = run
+    objects = [*OBJECTS, "procedural/no_such_object"]
+    summary = generate_dataset(objects, tmp_path / "ray", config, ray_address="local")
+    assert not ray.is_initialized()  # the instance this run started is shut down
+    assert sorted(summary.generated) == sorted(OBJECTS) and summary.num_workers >= 1
+    assert "no catalog object named" in summary.skipped["procedural/no_such_object"]
+    for name in OBJECTS:
+        a, b = load_shard(shard_path(run_dir, name)), load_shard(shard_path(tmp_path / "ray", name))
+        for key in ARRAYS:
+            np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=f"{name} {key}")
+
+
+def test_the_ray_path_without_ray_says_how_to_install_it(run, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    _, config, _, _ = run
+    with pytest.raises(ImportError, match=r"getagrip_ros\[ray\]"):
+        generate_dataset(OBJECTS, tmp_path / "no_ray", config, ray_address="auto")
+    assert main(["--objects", OBJECTS[0], "--out", str(tmp_path / "no_ray_cli"), "--ray", "auto", "--quiet"]) == 2
+
+
 def test_merge_writes_the_public_bps_layout(run, tmp_path):
     run_dir, _, _, _ = run
     data = read_bps_dataset(merge_shards(run_dir, tmp_path / "data.h5"))
