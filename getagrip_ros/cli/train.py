@@ -24,8 +24,8 @@ from getagrip_ros.training.trainers import (
     train_nerf_evaluator,
 )
 
-LOOP_OPTIONS = ("epochs", "batch_size", "lr", "weight_decay", "grad_clip_norm", "val_fraction", "test_fraction", "seed",
-                "device")
+LOOP_OPTIONS = ("epochs", "batch_size", "lr", "weight_decay", "grad_clip_norm", "val_fraction", "test_fraction",
+                "train_object_fraction", "seed", "device")
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -76,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--grad-clip-norm", type=float, help="clip the gradient to this L2 norm")
     common.add_argument("--val-fraction", type=float, help="fraction of the objects held out for validation")
     common.add_argument("--test-fraction", type=float, help="fraction of the objects held out for testing")
+    common.add_argument("--train-object-fraction", type=float,
+                        help="train on this seeded fraction of the training objects (dataset-size ablations)")
     common.add_argument("--seed", type=int)
     common.add_argument("--device", help="torch device, e.g. cpu or cuda")
     common.add_argument("--quiet", action="store_true", help="no progress bar")

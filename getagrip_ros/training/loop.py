@@ -50,6 +50,8 @@ class LoopConfig:
     """Fraction of the objects held out for validation (> 0: it selects best.pt)."""
     test_fraction: float = 0.0
     """Fraction of the objects held out for testing (never trained or validated on)."""
+    train_object_fraction: float = 1.0
+    """Train on this seeded fraction of the training objects only (dataset-size ablations; validation unchanged)."""
     seed: int = 0
     device: str = "cpu"
 

@@ -70,7 +70,8 @@ def _split_metadata(path: Path, split: ObjectSplit, train: np.ndarray, val: np.n
 
 def _bps_dataset_and_split(path: Path, loop: LoopConfig) -> tuple[BpsGraspDataset, ObjectSplit]:
     data = read_bps_dataset(path)
-    return data, split_by_object(data.grasp_object_codes, loop.val_fraction, loop.test_fraction, loop.seed)
+    return data, split_by_object(data.grasp_object_codes, loop.val_fraction, loop.test_fraction, loop.seed,
+                                 loop.train_object_fraction)
 
 
 def _bps_tensors(data: BpsGraspDataset, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -160,7 +161,7 @@ def train_nerf_evaluator(dataset_path: str | Path, output_dir: str | Path,
     """
     path, loop, model_config = Path(dataset_path), config.loop, config.model
     data = read_nerf_grasp_dataset(path)
-    split = split_by_object(data.object_codes, loop.val_fraction, loop.test_fraction, loop.seed)
+    split = split_by_object(data.object_codes, loop.val_fraction, loop.test_fraction, loop.seed, loop.train_object_fraction)
     grid = data.finger_grid
     _check_grid_fits("the finger grid", (grid.num_x, grid.num_y, grid.num_z), model_config.conv_channels)
     global_inputs = None

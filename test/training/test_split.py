@@ -42,3 +42,19 @@ def test_small_fractions_still_hold_out_one_object_and_too_few_objects_fail():
         split_by_object(["mug", "cup"], val_fraction=0.1, test_fraction=0.1)
     with pytest.raises(ValueError, match="val_fraction"):
         split_by_object(_codes(), val_fraction=0.6, test_fraction=0.5)
+
+
+def test_train_object_fraction_keeps_nested_training_subsets_and_the_same_validation():
+    codes = _codes(40)
+    full = split_by_object(codes, 0.1, 0.1, seed=2)
+    quarter, tenth = (split_by_object(codes, 0.1, 0.1, seed=2, train_object_fraction=f) for f in (0.25, 0.1))
+    assert len(full.train_objects) == 32 and len(quarter.train_objects) == 8 and len(tenth.train_objects) == 3
+    assert set(tenth.train_objects) < set(quarter.train_objects) < set(full.train_objects)
+    for part in (quarter, tenth):
+        assert part.val_objects == full.val_objects and part.test_objects == full.test_objects
+        assert np.array_equal(part.val, full.val)
+        assert part.train.tolist() == np.flatnonzero(np.isin(codes, part.train_objects)).tolist()
+    assert len(split_by_object(codes, 0.1, seed=2, train_object_fraction=1e-6).train_objects) == 1
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="train_object_fraction"):
+            split_by_object(codes, 0.1, train_object_fraction=bad)

@@ -23,6 +23,12 @@ def test_console_script_trains_and_resumes_the_bps_evaluator(bps_dataset, tmp_pa
     args[args.index("--epochs") + 1] = "3"
     assert main(args[1:]) == 0
     assert load_checkpoint(tmp_path / "last.pt").training_state["epoch"] == 3
+    fewer = args[1:] + ["--train-object-fraction", "0.5"]
+    fewer[fewer.index("--output-dir") + 1] = str(tmp_path / "half")
+    assert main(fewer) == 0
+    full, half = loaded.metadata, load_checkpoint(tmp_path / "half" / "last.pt").metadata
+    assert len(full["train_objects"]) == 4 and len(half["train_objects"]) == 2
+    assert set(half["train_objects"]) < set(full["train_objects"]) and half["val_objects"] == full["val_objects"]
 
 
 def test_cli_trains_the_sampler_and_the_nerf_evaluator(bps_dataset, nerf_dataset, tmp_path, capsys):
