@@ -2,7 +2,7 @@
 
     getagrip-generate --objects tabletop-20 --out runs/data --grasps-per-object 64 --workers 2 --merge data.h5
     getagrip-generate --objects procedural:train,tabletop20/cube,meshes/bunny.obj --out runs/data --limit 50
-    getagrip-generate --out runs/data --merge data.h5          # merge the finished shards only
+    getagrip-generate --out runs/data --merge data.h5 --histograms labels.png   # merge the finished shards only
     getagrip-generate --objects procedural:train,pybullet-random:train --grasps-per-object 96 --shuffle \
         --workers 2 --out runs/data_v1 --merge data_v1.h5      # the dataset of the shipped models
     getagrip-generate --objects procedural,pybullet-random --ray auto --out runs/data   # on a Ray cluster
@@ -24,8 +24,10 @@ import numpy as np
 from tqdm import tqdm
 
 from getagrip_ros.data.generate import GenerationConfig, GenerationSummary, ObjectOutcome, generate_dataset, merge_shards
+from getagrip_ros.data.stats import dataset_stats, plot_label_histograms
 from getagrip_ros.objects.catalog import SETS, list_objects, user_object
 from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES, ObjectSpec
+from getagrip_ros.training.datasets import read_bps_dataset
 
 
 def resolve_objects(text: str) -> list[ObjectSpec | str]:
@@ -81,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="run seed (each object's seed derives from it and its name)")
     parser.add_argument("--retry-skipped", action="store_true", help="try the objects skipped before again")
     parser.add_argument("--merge", type=Path, metavar="OUT.h5", help="then write every shard into one HDF5 dataset")
+    parser.add_argument("--histograms", type=Path, metavar="OUT.png", help="with --merge: draw the label histograms")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -89,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.objects is None and args.merge is None:
         print("error: give --objects to generate and/or --merge to merge", file=sys.stderr)
+        return 2
+    if args.histograms is not None and args.merge is None:
+        print("error: --histograms needs --merge", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")  # reasons are printed below
     config = GenerationConfig(seed=args.seed)
@@ -116,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.merge is not None:
             path = merge_shards(args.out, args.merge)
             print(f"wrote {path}")
+            data = read_bps_dataset(path)
+            print("\n".join(f"  {line}" for line in dataset_stats(data).lines()))
+            if args.histograms is not None:
+                print(f"wrote {plot_label_histograms(data, args.histograms)}")
     except (ValueError, ImportError) as err:  # other settings in the run folder, nothing to merge, bad names, no Ray
         print(f"error: {err}", file=sys.stderr)
         return 2

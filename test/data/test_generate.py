@@ -13,6 +13,7 @@ from getagrip_ros.data.generate import (CloudConfig, GenerationConfig, generate_
                                         shard_path)
 from getagrip_ros.data.grasp_generation import GraspOptimizationConfig
 from getagrip_ros.data.labels import LabelConfig
+from getagrip_ros.data.stats import dataset_stats
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.objects.catalog import object_by_name, user_object
 from getagrip_ros.objects.mesh_object import ObjectSpec, PrepareConfig, prepare_object
@@ -189,8 +190,16 @@ def test_cli_resolves_objects_merges_and_reports(run, tmp_path, capsys):
     run_dir, _, _, _ = run
     objects = resolve_objects("tabletop-20:test, procedural/box_0000,meshes/bunny.obj")
     assert len(objects) == 22 and objects[20] == "procedural/box_0000" and objects[21].name == "user/bunny"
-    assert main(["--out", str(run_dir), "--merge", str(tmp_path / "cli.h5")]) == 0
-    assert f"wrote {tmp_path / 'cli.h5'}" in capsys.readouterr().out
+    assert main(["--out", str(run_dir), "--merge", str(tmp_path / "cli.h5"), "--histograms", str(tmp_path / "labels.png")]) == 0
+    out = capsys.readouterr().out
+    data = read_bps_dataset(tmp_path / "cli.h5")
+    stats = dataset_stats(data)
+    assert f"wrote {tmp_path / 'cli.h5'}" in out and f"{data.num_grasps} grasps over 2 objects" in out
+    assert stats.num_grasps == data.num_grasps and stats.num_objects == 2 and sum(stats.grasps_per_object) > 0
+    assert stats.label_means["y_PGS"] == pytest.approx(float(data.labels[:, 2].mean()))
+    assert stats.good_fraction == pytest.approx(float((data.labels[:, 2] >= 0.9).mean()))
+    assert (tmp_path / "labels.png").stat().st_size > 10_000 and f"wrote {tmp_path / 'labels.png'}" in out
+    assert main(["--out", str(run_dir), "--histograms", str(tmp_path / "x.png")]) == 2
     assert main(["--objects", "procedural/no_such_object", "--out", str(tmp_path / "cli_run"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "generated 0 objects" in out and "skipped procedural/no_such_object: no catalog object named" in out
