@@ -10,7 +10,7 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
-    package_data={PACKAGE: ["py.typed"]},
+    package_data={PACKAGE: ["py.typed", "models/weights/*"]},  # the shipped models (getagrip_ros.models.shipped)
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -20,7 +20,7 @@ setup(
     ],
     install_requires=["setuptools"],
     extras_require={"ray": ["ray>=2.9"]},  # getagrip-generate --ray: the data engine on a Ray cluster
-    zip_safe=True,
+    zip_safe=False,  # the shipped models are read as files
     maintainer="getagrip_ros maintainers",
     maintainer_email="maintainers@getagrip-ros.invalid",
     description="ROS 2 multi-finger grasping stack (FR3 + Allegro + ZED 2i) after Get a Grip.",

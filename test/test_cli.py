@@ -31,7 +31,7 @@ def test_cli_plans_with_learned_models(tmp_path, capsys, tiny_models):
     assert code == 0, capsys.readouterr().err
     y_pgs = np.load(out)["y_pgs"]
     assert y_pgs.shape == (5,) and (np.diff(y_pgs) <= 0).all() and "ranked by the bps evaluator" in capsys.readouterr().out
-    assert main([str(tmp_path / "cloud.npy"), "--evaluator", "bps", "--out", str(out)]) == 1
+    assert main([str(tmp_path / "cloud.npy"), "--evaluator", "bps", "--bps-evaluator", "", "--out", str(out)]) == 1
     assert "NOT_IMPLEMENTED: no checkpoint configured for the BPS evaluator" in capsys.readouterr().err
 
 

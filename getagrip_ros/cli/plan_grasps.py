@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=50, help="refinement iterations (with an evaluator)")
     parser.add_argument("--diffusion-steps", type=int, default=GraspPlannerConfig().diffusion.num_steps)
     for field in dataclasses.fields(ModelFiles):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", default="", help=field.metadata.get("help", ""))
+        parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default,
+                            help=f"file, 'shipped' (the package's own) or '' (none); default {field.default!r}")
     parser.add_argument("--device", default="cpu", help="where the learned models run (cpu, cuda:0)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("grasps.npz"), help="output .npz")

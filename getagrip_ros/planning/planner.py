@@ -22,6 +22,7 @@ from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.perturb import PerturbationConfig
 from getagrip_ros.models.bps_evaluator import Y_PGS
 from getagrip_ros.models.checkpoints import CheckpointError, LoadedModel, load_checkpoint
+from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
 from getagrip_ros.planning.evaluators import BpsGraspEvaluator, NerfGraspEvaluator, ScoreFn
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig
 from getagrip_ros.planning.object_input import PlanningObject, object_from_bps, object_from_nerf, object_from_points
@@ -39,15 +40,16 @@ MAX_GRASPS = 10_000
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """Checkpoints and grasp sets ("" = not configured; the sampler/evaluator then answers NOT_IMPLEMENTED)."""
+    """Checkpoints and grasp sets: "shipped" = the package's own (getagrip_ros/models/weights), "" = not
+    configured (that sampler/evaluator then answers NOT_IMPLEMENTED), otherwise a path."""
 
-    bps_evaluator: str = ""
+    bps_evaluator: str = SHIPPED
     """BPS evaluator checkpoint (ours or the public layout)."""
     nerf_evaluator: str = ""
-    """NeRF evaluator checkpoint."""
-    bps_sampler: str = ""
+    """NeRF evaluator checkpoint (none ships)."""
+    bps_sampler: str = SHIPPED
     """Diffusion sampler checkpoint."""
-    fixed_grasps: str = ""
+    fixed_grasps: str = SHIPPED
     """Fixed grasp set: our .npz or the public .npy grasp-config dict."""
 
 
@@ -191,11 +193,23 @@ class GraspPlanner:
         self._grasp_set: Grasp | None = None
 
     # -- models ---------------------------------------------------------------------------------
-    def _model(self, kind: str, path: str, parameter: str, what: str) -> LoadedModel:
+    def _model_path(self, setting: str, what: str, owner: str = "") -> str:
+        """The file of a ModelFiles setting; StageError NOT_IMPLEMENTED when none is configured or shipped."""
+        value = getattr(self.config.models, setting)
+        if not value:
+            raise StageError(StatusCode.NOT_IMPLEMENTED, f"no {what} configured{owner} (parameter models.{setting})")
+        try:
+            path = resolve_model_file(setting, value)
+        except ValueError as err:
+            raise StageError(StatusCode.NOT_IMPLEMENTED, str(err)) from err
+        if value == SHIPPED and not Path(path).is_file():
+            raise StageError(StatusCode.NOT_IMPLEMENTED, f"no {what}{owner} ships with this install ({path} is missing); "
+                             f"train one (getagrip-train) and set models.{setting}")
+        return path
+
+    def _model(self, kind: str, what: str) -> LoadedModel:
         if kind not in self._models:
-            if not path:
-                raise StageError(StatusCode.NOT_IMPLEMENTED, f"no checkpoint configured for the {what} "
-                                 f"(parameter models.{parameter})")
+            path = self._model_path(kind, "checkpoint", f" for the {what}")
             try:
                 self._models[kind] = load_checkpoint(path, kind, self.config.device)
             except CheckpointError as err:
@@ -203,14 +217,22 @@ class GraspPlanner:
         return self._models[kind]
 
     def preload(self) -> list[str]:
-        """Load every configured model and grasp set now; returns what was loaded. Raises StageError."""
+        """Load every configured model and grasp set now (a shipped one only when this install has it); returns
+        what was loaded. Raises StageError."""
         loaded, m = [], self.config.models
-        for name, path in (("diffusion", m.bps_sampler), ("fixed", m.fixed_grasps)):
-            if path:
+
+        def wanted(setting: str, value: str) -> bool:  # configured, and not a shipped file this install lacks
+            try:
+                return bool(value) and (value != SHIPPED or Path(resolve_model_file(setting, value)).is_file())
+            except ValueError:  # "shipped" for a model that never ships: loading it raises the reason
+                return True
+
+        for name, setting in (("diffusion", "bps_sampler"), ("fixed", "fixed_grasps")):
+            if wanted(setting, getattr(m, setting)):
                 self._sampler(name)
                 loaded.append(f"sampler {name}")
-        for name, path in (("bps", m.bps_evaluator), ("nerf", m.nerf_evaluator)):
-            if path:
+        for name, setting in (("bps", "bps_evaluator"), ("nerf", "nerf_evaluator")):
+            if wanted(setting, getattr(m, setting)):
                 self._evaluator(name)
                 loaded.append(f"evaluator {name}")
         return loaded
@@ -221,19 +243,15 @@ class GraspPlanner:
             keep = (lambda R: cable_filter_rotation_mask(R, cfg.cable_filter)) if cfg.apply_cable_filter else None
             return HeuristicSampler(self.hand, cfg.heuristic_sampler, cfg.chunk_size, keep)
         if name == "fixed":
-            if not cfg.models.fixed_grasps:
-                raise StageError(StatusCode.NOT_IMPLEMENTED, "no fixed grasp set configured (parameter models.fixed_grasps)")
             if self._grasp_set is None:
-                self._grasp_set = load_grasp_set(cfg.models.fixed_grasps)
+                self._grasp_set = load_grasp_set(self._model_path("fixed_grasps", "fixed grasp set"))
             return FixedSampler(self._grasp_set)
-        return DiffusionSampler(self._model("bps_sampler", cfg.models.bps_sampler, "bps_sampler", "diffusion sampler"),
-                                cfg.diffusion)
+        return DiffusionSampler(self._model("bps_sampler", "diffusion sampler"), cfg.diffusion)
 
     def _evaluator(self, name: str):
-        m = self.config.models
         if name == "bps":
-            return BpsGraspEvaluator(self._model("bps_evaluator", m.bps_evaluator, "bps_evaluator", "BPS evaluator"))
-        return NerfGraspEvaluator(self._model("nerf_evaluator", m.nerf_evaluator, "nerf_evaluator", "NeRF evaluator"),
+            return BpsGraspEvaluator(self._model("bps_evaluator", "BPS evaluator"))
+        return NerfGraspEvaluator(self._model("nerf_evaluator", "NeRF evaluator"),
                                   self.hand, self.config.nerf_evaluator_batch_size)
 
     # -- planning -------------------------------------------------------------------------------

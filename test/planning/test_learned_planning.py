@@ -28,7 +28,7 @@ from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, Mode
 from getagrip_ros.planning.refinement import refine_grasps
 from getagrip_ros.planning.samplers import load_grasp_set, save_grasp_set
 from getagrip_ros.robot.allegro import AllegroHand
-from getagrip_ros.status import StatusCode
+from getagrip_ros.status import StageError, StatusCode
 
 POINTS = box_surface_points()
 
@@ -250,3 +250,28 @@ def test_cancel_reaches_into_the_nerf_extraction(tmp_path, hand, monkeypatch):
     result = planner.plan(PlanRequest(nerf_config_path=str(tmp_path / "config.yml")),
                           should_cancel=lambda: len(steps) >= 2)
     assert result.status == StatusCode.CANCELED and steps == ["centroid", "point_cloud"]
+
+
+def test_shipped_models_are_the_default_and_a_missing_one_is_reported(tiny_models, tmp_path, monkeypatch, hand):
+    import shutil
+
+    from getagrip_ros.models import shipped
+
+    monkeypatch.setattr(shipped, "WEIGHTS_DIR", tmp_path)
+    request = PlanRequest(points_m=POINTS, num_grasps=3, sampler="fixed", evaluator="bps", refinement_iterations=2)
+    empty = GraspPlanner(GraspPlannerConfig(num_samples=64), hand)
+    assert empty.preload() == []  # nothing shipped in this install: nothing to preload, no error
+    result = empty.plan(request)
+    assert result.status == StatusCode.NOT_IMPLEMENTED and "ships with this install" in result.reason
+    assert str(tmp_path / "fixed_grasps.npz") in result.reason
+    for setting, source in (("bps_evaluator", tiny_models.bps_evaluator), ("bps_sampler", tiny_models.bps_sampler),
+                            ("fixed_grasps", tiny_models.fixed_grasps)):
+        shutil.copy(source, tmp_path / shipped.SHIPPED_FILES[setting])
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=64), hand)
+    assert planner.preload() == ["sampler diffusion", "sampler fixed", "evaluator bps"]
+    for sampler in ("fixed", "diffusion"):
+        result = planner.plan(dataclasses.replace(request, sampler=sampler))
+        assert result.success and len(result.planned.grasps) == 3 and "ranked by the bps evaluator" in result.reason
+    nerf = GraspPlanner(GraspPlannerConfig(models=ModelFiles(nerf_evaluator="shipped")), hand)
+    with pytest.raises(StageError, match="ships no nerf_evaluator"):
+        nerf.preload()

@@ -9,7 +9,7 @@ import torch
 from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask
 from getagrip_ros.grasp.validate import validate_grasp
 from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
-from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, PlanRequest
+from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
 from getagrip_ros.robot.allegro import OPEN_HAND_JOINT_ANGLES_RAD
 from getagrip_ros.status import StatusCode
 
@@ -18,7 +18,7 @@ from getagrip_ros.objects.primitives import box_surface_points
 
 @pytest.fixture(scope="module")
 def planner():
-    return GraspPlanner(GraspPlannerConfig(num_samples=300, chunk_size=100))
+    return GraspPlanner(GraspPlannerConfig(num_samples=300, chunk_size=100, models=ModelFiles("", "", "", "")))
 
 
 def test_heuristic_samples_face_the_object_from_outside(planner):
