@@ -3,6 +3,7 @@
     getagrip-train bps-evaluator --dataset bps.h5 --output-dir runs/bps_evaluator --epochs 20
     getagrip-train bps-sampler --dataset bps.h5 --output-dir runs/bps_sampler --epochs 200
     getagrip-train nerf-evaluator --dataset nerf.h5 --output-dir runs/nerf_evaluator --no-global
+    getagrip-train export runs/bps_evaluator/best.pt bps_evaluator.pt   # weights only, to ship or share
 
 Rerunning with the same --output-dir continues from its last.pt (same settings; --epochs is the total).
 Unset options keep the trainer's defaults (getagrip_ros.training.trainers).
@@ -15,6 +16,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from getagrip_ros.models.checkpoints import CheckpointError, export_checkpoint
 from getagrip_ros.training.trainers import (
     BpsEvaluatorTrainConfig,
     BpsSamplerTrainConfig,
@@ -98,11 +100,22 @@ def _parser() -> argparse.ArgumentParser:
     ne.add_argument("--mlp-hidden", type=_ints, help="MLP widths, e.g. 256,256")
     ne.add_argument("--dropout", type=float)
     ne.add_argument("--no-global", action="store_true", help="do not use the global grid")
+    ex = sub.add_parser("export", help="copy a checkpoint's model without its training state (to ship or share)")
+    ex.add_argument("checkpoint", type=Path, help="a training checkpoint (best.pt, last.pt) or a public one")
+    ex.add_argument("out", type=Path, help="the exported checkpoint")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "export":
+        try:
+            path = export_checkpoint(args.checkpoint, args.out)
+        except CheckpointError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        return 0
     train = {"bps-evaluator": train_bps_evaluator, "bps-sampler": train_bps_sampler,
              "nerf-evaluator": train_nerf_evaluator}[args.command]
     try:

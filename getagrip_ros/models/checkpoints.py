@@ -167,3 +167,18 @@ def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.dev
     mean, std = (None if extras.get(k) is None else extras[k].to(device) for k in ("grasp_mean", "grasp_std"))
     return LoadedModel(found, model, config, basis, mean, std,
                        extras.get("training_state"), metadata, source)
+
+
+def export_checkpoint(src: str | Path, dst: str | Path, metadata: dict | None = None) -> Path:
+    """Write the model of a checkpoint (ours or a public layout) without its training state: what ships.
+
+    Keeps the weights, config, basis, normalisation and metadata (``metadata`` entries added); drops the
+    training state (the epoch, the run settings and, in a last.pt, the optimiser state: two thirds of its size).
+
+    Raises:
+        CheckpointError: as :func:`load_checkpoint`.
+    """
+    loaded = load_checkpoint(src)
+    return save_checkpoint(dst, loaded.kind, loaded.model, loaded.config, bps_basis=loaded.bps_basis,
+                           grasp_mean=loaded.grasp_mean, grasp_std=loaded.grasp_std,
+                           metadata={**loaded.metadata, "exported_from": str(Path(src).name), **(metadata or {})})

@@ -53,3 +53,23 @@ def test_cli_reports_bad_input_without_a_traceback(bps_dataset, tmp_path, capsys
     assert main(["bps-evaluator", "--dataset", str(bps_dataset), "--output-dir", str(tmp_path), "--batch-size", "1"]) == 2
     err = capsys.readouterr().err
     assert "batch_size >= 2" in err and "Traceback" not in err
+
+
+def test_export_keeps_the_model_and_drops_the_training_state(bps_dataset, tmp_path, capsys):
+    assert main(["bps-evaluator", "--dataset", str(bps_dataset), "--output-dir", str(tmp_path / "run"), "--epochs", "1",
+                 "--batch-size", "64", "--val-fraction", "0.34", "--hidden-width", "32", "--block-neurons", "16", "--quiet"]) == 0
+    trained = tmp_path / "run" / "best.pt"
+    assert main(["export", str(trained), str(tmp_path / "shipped.pt")]) == 0
+    assert f"wrote {tmp_path / 'shipped.pt'}" in capsys.readouterr().out
+    a, b = load_checkpoint(trained), load_checkpoint(tmp_path / "shipped.pt", "bps_evaluator")
+    assert a.training_state is not None and b.training_state is None
+    assert b.config == a.config and (b.bps_basis == a.bps_basis).all() and b.metadata["exported_from"] == "best.pt"
+    assert b.metadata["train_objects"] == a.metadata["train_objects"]
+    for (name, wa), (_, wb) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert (wa == wb).all(), name
+    assert main(["export", str(tmp_path / "run" / "last.pt"), str(tmp_path / "from_last.pt")]) == 0
+    last = tmp_path / "run" / "last.pt"
+    assert load_checkpoint(last).training_state["optimizer"] and load_checkpoint(tmp_path / "from_last.pt").training_state is None
+    assert (tmp_path / "from_last.pt").stat().st_size < last.stat().st_size
+    assert main(["export", str(tmp_path / "missing.pt"), str(tmp_path / "x.pt")]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err

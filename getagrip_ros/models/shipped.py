@@ -1,0 +1,27 @@
+"""The models that ship inside the package, trained by the data engine (getagrip_ros/models/weights/).
+
+A model-file setting of ``"shipped"`` names the package's own file; ``""`` means not configured; anything
+else is a path. ``weights/MODEL_CARD.md`` says how the shipped files were made and how well they do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SHIPPED = "shipped"
+WEIGHTS_DIR = Path(__file__).with_name("weights")
+SHIPPED_FILES = {"bps_evaluator": "bps_evaluator.pt", "bps_sampler": "bps_sampler.pt", "fixed_grasps": "fixed_grasps.npz"}
+"""Model-file setting -> file name in WEIGHTS_DIR (no NeRF evaluator ships: the data engine makes no NeRFs at scale)."""
+
+
+def resolve_model_file(setting: str, value: str) -> str:
+    """The path a model-file setting (``ModelFiles`` field ``setting``) names: ``"shipped"`` -> the package's file.
+
+    Raises:
+        ValueError: ``"shipped"`` for a model the package does not ship.
+    """
+    if value != SHIPPED:
+        return value
+    if setting not in SHIPPED_FILES:
+        raise ValueError(f"getagrip_ros ships no {setting}; give a file (models.{setting})")
+    return str(WEIGHTS_DIR / SHIPPED_FILES[setting])
