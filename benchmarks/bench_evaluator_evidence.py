@@ -37,6 +37,8 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=GraspPlannerConfig.num_samples)
     parser.add_argument("--grasps-per-object", type=int, default=5)
     parser.add_argument("--perturbations", type=int, default=5)
+    parser.add_argument("--refinement-iterations", type=int, default=EvaluationConfig.refinement_iterations,
+                        help="with an evaluator (paper: 50)")
     parser.add_argument("--out", type=Path, help="write every result as JSON")
     args = parser.parse_args()
 
@@ -48,7 +50,8 @@ def main() -> None:
     specs = resolve_objects(args.objects)[: args.limit]
     objects = [prepare_object(object_by_name(spec) if isinstance(spec, str) else spec) for spec in specs]
     config = EvaluationConfig(grasps_per_object=args.grasps_per_object,
-                              label=LabelConfig(num_perturbations=args.perturbations))
+                              label=LabelConfig(num_perturbations=args.perturbations),
+                              refinement_iterations=args.refinement_iterations)
 
     def observe(world):
         return observe_object(world, CloudConfig(), np.random.default_rng(object_seed(world.object.name, 0)))
