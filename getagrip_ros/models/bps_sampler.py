@@ -3,7 +3,13 @@
 (noisy grasp, timestep) -> residual block -> ``num_tokens`` tokens of ``d_model`` -> self-attention
 -> cross-attention to tokens projected from the object's BPS -> predicted noise (37-D). Parameter
 names and shapes equal the public checkpoints' with the public sizes. Grasps are in the object frame
-Oy (see :mod:`getagrip_ros.models.bps_evaluator`); the timestep enters as its integer value (float).
+Oy (see :mod:`getagrip_ros.models.bps_evaluator`).
+
+Two settings differ from the public network (they add no parameters, so public checkpoints load with
+``query_residual=False, timestep_scale=1.0``): a residual connection around the cross-attention (without
+it the grasp reaches the output only through the attention weights over the BPS tokens) and the
+timestep scaled into [0, 1) (the public network takes the integer step, 0-999). On 1k good grasps both
+together cut the training loss in 400 Adam steps from 37.1 (the public network, barely learning) to 11.3.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ class BpsSamplerConfig:
     num_tokens: int = 4
     num_heads: int = 8
     block_neurons: int = 256
+    query_residual: bool = True
+    """Add the self-attention output to the cross-attention output (False: the public network)."""
+    timestep_scale: float = 1e-3
+    """The timestep enters as t * timestep_scale (1.0: the public network's integer step)."""
 
 
 class BpsSampler(nn.Module):
@@ -49,9 +59,11 @@ class BpsSampler(nn.Module):
     def _denoise(self, grasps_t: torch.Tensor, t: torch.Tensor,
                  cross: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """Noise prediction; ``cross`` maps the (S, B, d) queries to the cross-attention output."""
-        x = self._tokens(self.resblock(torch.cat([grasps_t, t[:, None].to(grasps_t)], dim=1)))
+        t_in = t[:, None].to(grasps_t) * self.config.timestep_scale
+        x = self._tokens(self.resblock(torch.cat([grasps_t, t_in], dim=1)))
         query, _ = self.self_attention(self.sa_fc_query(x), self.sa_fc_key(x), self.sa_fc_value(x), need_weights=False)
-        return self.fc_out(cross(query).permute(1, 0, 2).reshape(grasps_t.shape[0], -1))
+        attended = cross(query) + query if self.config.query_residual else cross(query)
+        return self.fc_out(attended.permute(1, 0, 2).reshape(grasps_t.shape[0], -1))
 
     def forward(self, grasps_t: torch.Tensor, t: torch.Tensor, bps: torch.Tensor) -> torch.Tensor:
         """(B, 37) noisy grasps, (B,) timesteps, (B, num_basis_points) BPS -> (B, 37) predicted noise."""

@@ -102,7 +102,7 @@ def _public_layout(data: Any) -> tuple[str, dict, Any]:
         d = sd["sa_fc_query.weight"].shape[0]
         config = BpsSamplerConfig(num_basis_points=sd["ca_fc_key.weight"].shape[1], grasp_dim=sd["fc_out.weight"].shape[0],
                                   d_model=d, num_tokens=sd["ca_fc_key.weight"].shape[0] // d,
-                                  block_neurons=sd["resblock.fc1.weight"].shape[0])
+                                  block_neurons=sd["resblock.fc1.weight"].shape[0], query_residual=False, timestep_scale=1.0)
         return "bps_sampler", sd, config
     if isinstance(data, dict) and "rb1.fc1.weight" in data and "bn1.weight" in data:
         n_in = data["bn1.weight"].shape[0]

@@ -1,5 +1,7 @@
 """The learned models: public sizes and parameter names, the fast conditioned paths, DDIM, checkpoints."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -64,9 +66,13 @@ def test_conditioned_evaluator_equals_the_full_forward():
         model.conditioned(bps)
 
 
-def test_conditioned_sampler_equals_the_full_forward():
+PUBLIC_SMALL_SAMPLER = dataclasses.replace(SMALL_SAMPLER, query_residual=False, timestep_scale=1.0)
+
+
+@pytest.mark.parametrize("config", [SMALL_SAMPLER, PUBLIC_SMALL_SAMPLER], ids=["ours", "public"])
+def test_conditioned_sampler_equals_the_full_forward(config):
     torch.manual_seed(1)
-    model = BpsSampler(SMALL_SAMPLER).eval()
+    model = BpsSampler(config).eval()
     bps, x, t = torch.rand(64), torch.randn(7, 37), torch.arange(7.0) * 100
     with torch.no_grad():
         full = model(x, t, bps.expand(7, -1))
@@ -162,8 +168,17 @@ def test_public_layouts_load(tmp_path):
     e = load_checkpoint(tmp_path / "ckpt-abc-step-810.pth")
     assert (e.kind, e.source, e.config) == ("bps_evaluator", "public", SMALL_EVAL) and e.bps_basis is None
     s = load_checkpoint(tmp_path / "ckpt_1000.pth", kind="bps_sampler")
-    assert s.config == SMALL_SAMPLER and s.grasp_mean is None
+    assert s.config == PUBLIC_SMALL_SAMPLER and s.grasp_mean is None  # the public network: no residual, integer t
     torch.testing.assert_close(s.model.fc_out.weight, sampler.fc_out.weight)  # raw weights, not the EMA
+    x, t, bps = torch.randn(3, 37), torch.tensor([10.0, 500.0, 990.0]), torch.rand(3, 64)
+    with torch.no_grad():
+        public_out, ours_out = s.model(x, t, bps), sampler.eval()(x, t, bps)
+        query = sampler._tokens(sampler.resblock(torch.cat([x, t[:, None]], dim=1)))  # the public forward by hand
+        query, _ = sampler.self_attention(sampler.sa_fc_query(query), sampler.sa_fc_key(query), sampler.sa_fc_value(query))
+        key, value = sampler._tokens(sampler.ca_fc_key(bps)), sampler._tokens(sampler.ca_fc_value(bps))
+        expected = sampler.fc_out(sampler.cross_attention(query, key, value)[0].permute(1, 0, 2).reshape(3, -1))
+    torch.testing.assert_close(public_out, expected)
+    assert not torch.allclose(ours_out, public_out)
     n = load_checkpoint(tmp_path / "ckpt_0002.pth")
     assert n.kind == "nerf_evaluator" and n.config.conv_channels == (4, 8) and n.config.mlp_hidden == (16,)
 
