@@ -26,7 +26,7 @@ from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
 from getagrip_ros.planning.evaluators import BpsGraspEvaluator, NerfGraspEvaluator, ScoreFn
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig
 from getagrip_ros.planning.object_input import PlanningObject, object_from_bps, object_from_nerf, object_from_points
-from getagrip_ros.planning.refinement import refine_grasps
+from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
 from getagrip_ros.planning.samplers import (DiffusionSampler, DiffusionSamplerConfig, FixedSampler, HeuristicSampler,
                                             load_grasp_set)
 from getagrip_ros.robot.allegro import AllegroHand
@@ -73,6 +73,8 @@ class GraspPlannerConfig:
     diffusion: DiffusionSamplerConfig = field(default_factory=DiffusionSamplerConfig)
     refinement: PerturbationConfig = field(default_factory=PerturbationConfig)
     """One refinement move (paper: wrist 5 mm, rotation 0.05 in so(3), joints 0.01 rad, std)."""
+    trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
+    """How far refinement may move a grasp from its sample."""
     models: ModelFiles = field(default_factory=ModelFiles)
     closing: ClosingConfig = field(default_factory=ClosingConfig)
     device: str = "cpu"
@@ -365,7 +367,12 @@ class GraspPlanner:
                 checkpoint()
                 report("refinement", STAGE_PROGRESS["refinement"] + span * (it + 1) / iterations, float(current[:, Y_PGS].max()))
 
-            allowed = (lambda g: cable_filter_mask(g, cfg.cable_filter)) if cfg.apply_cable_filter else None
+            start = chosen
+
+            def allowed(g: Grasp) -> torch.Tensor:
+                ok = cfg.trust_region.within(start, g).cpu()
+                return ok & cable_filter_mask(g, cfg.cable_filter).cpu() if cfg.apply_cable_filter else ok
+
             chosen, labels, accepted = refine_grasps(chosen, labels, score, iterations, cfg.refinement, generator,
                                                      limits, allowed, on_iteration)
             order = labels[:, Y_PGS].argsort(descending=True, stable=True)

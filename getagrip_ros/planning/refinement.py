@@ -6,15 +6,39 @@ perturbed grasps are the ones scored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.perturb import PerturbationConfig, perturb_grasps
+from getagrip_ros.grasp.rotations import rotation_angle
 from getagrip_ros.models.bps_evaluator import Y_PGS
 
 ScoreFn = Callable[[Grasp], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class TrustRegionConfig:
+    """How far refinement may move a grasp from where it started. An evaluator keeps its accuracy only near
+    the grasps it was trained on (the data's good grasps and their 5 mm / 2.5 deg perturbations); unbounded
+    hill climbing walks into its errors. Measured with the first data-engine evaluator (15k grasps, fixed set,
+    10 ``tabletop-20`` objects, 50 iterations): 34.8% success without refinement, 2.4% refined without a
+    bound, 31.6% within 10 mm / 0.1 rad, 35.6% within these defaults. ``math.inf`` removes a bound."""
+
+    max_translation_m: float = 0.005
+    """Palm position."""
+    max_rotation_rad: float = 0.05
+    """Palm orientation (geodesic angle)."""
+    max_joint_rad: float = 0.05
+    """Every hand joint."""
+
+    def within(self, start: Grasp, moved: Grasp) -> torch.Tensor:
+        """(B,) True where ``moved`` is inside the region around ``start`` (same batch order)."""
+        return (((moved.palm_position_m - start.palm_position_m).norm(dim=-1) <= self.max_translation_m)
+                & (rotation_angle(start.palm_rotation, moved.palm_rotation) <= self.max_rotation_rad)
+                & ((moved.joint_angles_rad - start.joint_angles_rad).abs().amax(dim=-1) <= self.max_joint_rad))
 
 
 def refine_grasps(grasps: Grasp, labels: torch.Tensor, score: ScoreFn, iterations: int,

@@ -25,7 +25,7 @@ from getagrip_ros.planning.evaluators import NerfGraspEvaluator
 from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
 from getagrip_ros.planning.object_input import PlanningObject, T_frame_Oy_at, object_from_points
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
-from getagrip_ros.planning.refinement import refine_grasps
+from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
 from getagrip_ros.planning.samplers import load_grasp_set, save_grasp_set
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StatusCode
@@ -170,6 +170,28 @@ def test_refine_grasps_moves_toward_better_scores():
     assert bool((distance < 0.12).all()) and bool((accepted > 5).all())
     assert all(bool((b >= a).all()) for a, b in zip(history, history[1:]))
     torch.testing.assert_close(labels, score(refined))
+    region = TrustRegionConfig(max_translation_m=0.02, max_rotation_rad=0.1, max_joint_rad=0.05)
+    bounded, _, accepted = refine_grasps(start, score(start), score, 200, PerturbationConfig(),
+                                         torch.Generator().manual_seed(0), limits, lambda g: region.within(start, g))
+    assert bool((accepted > 0).all()) and bool(region.within(start, bounded).all())
+    assert float((bounded.palm_position_m - start.palm_position_m).norm(dim=1).max()) <= 0.02
+    assert float((bounded.palm_position_m - target).norm(dim=1).min()) > 0.2 - 0.02  # the target is out of reach
+
+
+def test_trust_region_bounds_each_quantity():
+    start = Grasp(torch.zeros(3, 3, dtype=torch.float64), torch.eye(3, dtype=torch.float64).expand(3, 3, 3),
+                  torch.zeros(3, 16, dtype=torch.float64), torch.tensor([[[1.0, 0, 0]] * 4] * 3, dtype=torch.float64))
+    angle = 0.15
+    R = torch.tensor([[1.0, 0, 0], [0, math.cos(angle), -math.sin(angle)], [0, math.sin(angle), math.cos(angle)]],
+                     dtype=torch.float64)
+    moved = Grasp(torch.tensor([[0.015, 0, 0], [0, 0, 0], [0, 0, 0]], dtype=torch.float64),
+                  torch.stack([torch.eye(3, dtype=torch.float64), R, torch.eye(3, dtype=torch.float64)]),
+                  torch.tensor([[0.0] * 16, [0.0] * 16, [0.0] * 15 + [0.08]], dtype=torch.float64), start.fingertip_directions)
+    unbounded = TrustRegionConfig(math.inf, math.inf, math.inf)
+    assert unbounded.within(start, moved).tolist() == [True, True, True]
+    assert TrustRegionConfig().within(start, moved).tolist() == [False, False, False]  # 5 mm, 0.05 rad
+    assert TrustRegionConfig(0.01, 0.1, 0.05).within(start, moved).tolist() == [False, False, False]
+    assert TrustRegionConfig(0.02, 0.2, 0.1).within(start, moved).tolist() == [True, True, True]
 
 
 def test_nerf_evaluator_sees_opacity_and_object_frame_coordinates(hand):
