@@ -23,7 +23,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from getagrip_ros.data.generate import GenerationConfig, GenerationSummary, ObjectOutcome, generate_dataset, merge_shards
+from getagrip_ros.data.generate import (
+    GenerationConfig,
+    GenerationSummary,
+    ObjectOutcome,
+    generate_dataset,
+    merge_shards,
+    write_fixed_grasp_set,
+)
 from getagrip_ros.data.stats import dataset_stats, plot_label_histograms
 from getagrip_ros.objects.catalog import SETS, list_objects, user_object
 from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES, ObjectSpec
@@ -84,14 +91,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--retry-skipped", action="store_true", help="try the objects skipped before again")
     parser.add_argument("--merge", type=Path, metavar="OUT.h5", help="then write every shard into one HDF5 dataset")
     parser.add_argument("--histograms", type=Path, metavar="OUT.png", help="with --merge: draw the label histograms")
+    parser.add_argument("--fixed-grasps", type=Path, metavar="OUT.npz",
+                        help="write the fixed sampler's set: the best grasp with y_PGS >= 0.9 of every object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.objects is None and args.merge is None:
-        print("error: give --objects to generate and/or --merge to merge", file=sys.stderr)
+    if args.objects is None and args.merge is None and args.fixed_grasps is None:
+        print("error: give --objects to generate, --merge to merge and/or --fixed-grasps", file=sys.stderr)
         return 2
     if args.histograms is not None and args.merge is None:
         print("error: --histograms needs --merge", file=sys.stderr)
@@ -126,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(f"  {line}" for line in dataset_stats(data).lines()))
             if args.histograms is not None:
                 print(f"wrote {plot_label_histograms(data, args.histograms)}")
+        if args.fixed_grasps is not None:
+            path = write_fixed_grasp_set(args.out, args.fixed_grasps)
+            print(f"wrote {path} ({len(np.load(path)['y_PGS'])} grasps)")
     except (ValueError, ImportError) as err:  # other settings in the run folder, nothing to merge, bad names, no Ray
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -9,8 +9,7 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from getagrip_ros.cli.generate import main, resolve_objects
-from getagrip_ros.data.generate import (CloudConfig, GenerationConfig, generate_dataset, load_shard, merge_shards,
-                                        shard_path)
+from getagrip_ros.data.generate import CloudConfig, GenerationConfig, generate_dataset, load_shard, merge_shards, shard_path
 from getagrip_ros.data.grasp_generation import GraspOptimizationConfig
 from getagrip_ros.data.labels import LabelConfig
 from getagrip_ros.data.stats import dataset_stats
@@ -236,3 +235,8 @@ def test_fixed_grasp_set_keeps_the_best_good_grasp_per_object(run, tmp_path):
     np.testing.assert_allclose(np.sort(np.load(path)["y_PGS"]), np.sort(best), atol=1e-6)
     with pytest.raises(ValueError, match="no grasp with y_PGS"):
         write_fixed_grasp_set(run_dir, tmp_path / "none.npz", min_y_pgs=1.01)
+    good_objects = sum(b >= 0.9 for b in best)  # the CLI uses the paper's threshold
+    code = main(["--out", str(run_dir), "--fixed-grasps", str(tmp_path / "cli.npz")])
+    assert code == (0 if good_objects else 2)
+    if good_objects:
+        assert len(load_grasp_set(tmp_path / "cli.npz")) == good_objects
