@@ -23,11 +23,11 @@ from tqdm import tqdm
 MISSING_STAGES = (
     "perception from a NeRF in the demo: the stage exists (getagrip-perception, train_nerf / extract_object "
     "nodes), the demo uses the faster depth-fusion backend on 2 CPU cores",
-    "trained grasp models: the diffusion sampler, the BPS and NeRF evaluators, refinement and their training "
-    "exist, but no trained checkpoints ship yet (the data engine makes them), so grasps here are geometric and "
-    "unranked",
-    "data engine (grasp labels in simulation, the dataset, the shipped checkpoints)",
-    "arm motion planning and execution (cuRobo / OMPL, franky, Allegro driver): the wrist pose is commanded directly",
+    "trained grasp models: the diffusion sampler, the BPS and NeRF evaluators, refinement, their training and "
+    "the data engine exist, but the data engine's dataset is still being made and no trained checkpoints ship "
+    "yet, so grasps here are geometric and unranked",
+    "arm motion planning and execution: the OMPL planning core and the franky FR3 driver exist, the demo still "
+    "commands the wrist pose directly (no cuRobo, Allegro driver, safety layer or plan_motion / execute_grasp yet)",
     "the end-to-end grasp task with trial bags and scoring",
 )
 
