@@ -103,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="copy a checkpoint's model without its training state (to ship or share)")
     ex.add_argument("checkpoint", type=Path, help="a training checkpoint (best.pt, last.pt) or a public one")
     ex.add_argument("out", type=Path, help="the exported checkpoint")
+    ex.add_argument("--half", action="store_true", help="store the weights as float16 (half the size)")
     return parser
 
 
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "export":
         try:
-            path = export_checkpoint(args.checkpoint, args.out)
+            path = export_checkpoint(args.checkpoint, args.out, half=args.half)
         except CheckpointError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -10,6 +10,7 @@ Sizes of public checkpoints are read off the weight shapes.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import tempfile
@@ -169,16 +170,19 @@ def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.dev
                        extras.get("training_state"), metadata, source)
 
 
-def export_checkpoint(src: str | Path, dst: str | Path, metadata: dict | None = None) -> Path:
+def export_checkpoint(src: str | Path, dst: str | Path, metadata: dict | None = None, half: bool = False) -> Path:
     """Write the model of a checkpoint (ours or a public layout) without its training state: what ships.
 
     Keeps the weights, config, basis, normalisation and metadata (``metadata`` entries added); drops the
     training state (the epoch, the run settings and, in a last.pt, the optimiser state: two thirds of its size).
+    ``half`` stores the weights as float16 (half the size; they load back into the float32 model).
 
     Raises:
         CheckpointError: as :func:`load_checkpoint`.
     """
     loaded = load_checkpoint(src)
-    return save_checkpoint(dst, loaded.kind, loaded.model, loaded.config, bps_basis=loaded.bps_basis,
+    model = copy.deepcopy(loaded.model).half() if half else loaded.model
+    return save_checkpoint(dst, loaded.kind, model, loaded.config, bps_basis=loaded.bps_basis,
                            grasp_mean=loaded.grasp_mean, grasp_std=loaded.grasp_std,
-                           metadata={**loaded.metadata, "exported_from": str(Path(src).name), **(metadata or {})})
+                           metadata={**loaded.metadata, "exported_from": str(Path(src).name), "float16_weights": half,
+                                     **(metadata or {})})

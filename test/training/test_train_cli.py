@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 from getagrip_ros.cli.train import main
 from getagrip_ros.models.checkpoints import load_checkpoint
 
@@ -71,5 +73,13 @@ def test_export_keeps_the_model_and_drops_the_training_state(bps_dataset, tmp_pa
     last = tmp_path / "run" / "last.pt"
     assert load_checkpoint(last).training_state["optimizer"] and load_checkpoint(tmp_path / "from_last.pt").training_state is None
     assert (tmp_path / "from_last.pt").stat().st_size < last.stat().st_size
+    assert main(["export", str(trained), str(tmp_path / "half.pt"), "--half"]) == 0
+    h = load_checkpoint(tmp_path / "half.pt", "bps_evaluator")
+    assert h.metadata["float16_weights"] and next(h.model.parameters()).dtype == torch.float32
+    bps, grasps = torch.rand(4, a.config.num_basis_points) * 0.1, torch.randn(4, 37)
+    with torch.no_grad():
+        full, halved = a.model(bps, grasps), h.model(bps, grasps)
+    torch.testing.assert_close(halved, full, atol=2e-2, rtol=0)
+    assert not torch.equal(halved, full)  # rounded, not copied
     assert main(["export", str(tmp_path / "missing.pt"), str(tmp_path / "x.pt")]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
