@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The recipe of the shipped models (getagrip_ros/models/weights/): data engine -> dataset -> training ->
+# export -> evidence. Every step resumes: rerun the script after an interruption. Hours on a 2-core CPU.
+#   RUN=runs/data_v1 WORKERS=2 bash scripts/make_models.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+RUN="${RUN:-runs/data_v1}"
+WORKERS="${WORKERS:-2}"
+PY="${VENV:-.venv}/bin"
+WEIGHTS=getagrip_ros/models/weights
+OUT="$RUN/models"
+export OMP_WAIT_POLICY=PASSIVE
+mkdir -p "$OUT" "$WEIGHTS"
+
+"$PY/getagrip-generate" --objects procedural:train,pybullet-random:train --grasps-per-object 96 --shuffle \
+  --workers "$WORKERS" --out "$RUN"
+"$PY/getagrip-generate" --out "$RUN" --merge "$OUT/data.h5" --histograms "$OUT/label_histograms.png" \
+  --fixed-grasps "$WEIGHTS/fixed_grasps.npz"
+"$PY/getagrip-train" bps-evaluator --dataset "$OUT/data.h5" --output-dir "$OUT/bps_evaluator" \
+  --hidden-width 512 --epochs 30
+"$PY/getagrip-train" bps-sampler --dataset "$OUT/data.h5" --output-dir "$OUT/bps_sampler" \
+  --batch-size 128 --epochs 400
+"$PY/getagrip-train" export "$OUT/bps_evaluator/best.pt" "$WEIGHTS/bps_evaluator.pt" --half
+"$PY/getagrip-train" export "$OUT/bps_sampler/best.pt" "$WEIGHTS/bps_sampler.pt" --half
+"$PY/python" benchmarks/bench_evaluator_evidence.py --objects tabletop-20 \
+  --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
+  --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$OUT/evidence.json"
