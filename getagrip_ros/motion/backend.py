@@ -34,6 +34,8 @@ class PlanStatus(IntEnum):
     """Skipped: a better-ranked goal succeeded first, or the total time limit ran out."""
     GOAL_INVALID = 6
     """A joint goal outside the joint limits."""
+    LIFT_INFEASIBLE = 7
+    """The pre-grasp is reachable but the straight lift from it is not (IK, joint jumps or collisions)."""
 
 
 @dataclass(frozen=True)

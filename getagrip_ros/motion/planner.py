@@ -5,6 +5,8 @@
 backed off 3 cm along their closing directions, `grasp.closing`), arm IK of the palm pose with the hand
 there, a collision-free path to it with those hand joints held, and a time-parameterised trajectory
 within the FR3 limits. It returns the first grasp that works and why each one before it did not.
+`MotionPlanner.plan_grasp_motion` adds the other stages of the paper's grasp (hand shaping, closing the
+fingertips 6 cm along their directions, a straight 20 cm lift) as `GraspStages`.
 
 Bad input (NaN, wrong shapes, wrong frames) raises ValueError; a request that cannot be planned ends
 with a status and a reason (e.g. a start state in collision).
@@ -23,12 +25,40 @@ from getagrip_ros.grasp.closing import ClosingConfig, closing_targets
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.motion.backend import GoalPlan, MotionBackend, PalmGoals, PlanOptions, PlanStatus
 from getagrip_ros.motion.ompl_backend import OmplBackend, OmplBackendConfig
-from getagrip_ros.motion.time_parameterization import TimeParameterizationConfig, time_parameterize
+from getagrip_ros.motion.collision import CollisionChecker
+from getagrip_ros.motion.robot_geometry import RobotCollisionModel
+from getagrip_ros.motion.time_parameterization import (
+    TimeParameterizationConfig, time_parameterize, time_parameterize_through,
+)
 from getagrip_ros.motion.world import PlanningWorld
 from getagrip_ros.robot.allegro import AllegroHand
-from getagrip_ros.robot.description import ARM_JOINT_NAMES
+from getagrip_ros.robot.arm_ik import ArmIK, ArmIKConfig
+from getagrip_ros.robot.description import ARM_JOINT_NAMES, HAND_JOINT_NAMES, PALM_LINK
 from getagrip_ros.robot.interfaces import JointTrajectory
 from getagrip_ros.status import StageTimer, StatusCode
+
+
+@dataclass(frozen=True)
+class GraspStagesConfig:
+    """Timing and geometry of the grasp stages around the planned approach (the public code's hardware values)."""
+
+    hand_shape_s: float = 1.0
+    """Start hand joints -> pre-grasp hand joints, before the arm moves."""
+    close_s: float = 0.5
+    """Pre-grasp -> closed hand (the closing target is `MotionPlannerConfig.closing.close_distance_m`)."""
+    lift_m: float = 0.20
+    """Straight up (world z) from the grasp."""
+    lift_s: float = 1.0
+    """Shortest duration of the lift (longer when the FR3 limits need it)."""
+    lift_step_m: float = 0.005
+    """Spacing of the IK points along the lift line."""
+    max_lift_joint_step_rad: float = 0.05
+    """Largest joint change between two lift points (more means the IK jumped to another branch)."""
+
+    def __post_init__(self) -> None:
+        for name in ("hand_shape_s", "close_s", "lift_m", "lift_s", "lift_step_m", "max_lift_joint_step_rad"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"GraspStagesConfig.{name} must be > 0, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -47,6 +77,8 @@ class MotionPlannerConfig:
     """The CPU backend: IK, collision buffer (1 mm) and motion resolution (1 mm), RRTConnect, shortcutting."""
     world_frame: str = "world"
     """Frame the grasps and the world must be given in."""
+    stages: GraspStagesConfig = field(default_factory=GraspStagesConfig)
+    """Hand shaping, closing and lift around the planned approach (`plan_grasp_motion`)."""
 
     def __post_init__(self) -> None:
         if not self.planning_time_limit_s > 0:
@@ -81,6 +113,24 @@ class PlannedMotion:
 
 
 @dataclass
+class GraspStages:
+    """The executable plan of one grasp: four trajectories, run one after the other, each starting where the
+    previous one ends."""
+
+    hand_shape: JointTrajectory
+    """Hand (16 joints): start -> pre-grasp, arm still at its start."""
+    approach: JointTrajectory
+    """Arm (fr3_joint1..7): start -> pre-grasp palm pose, collision-free, hand at the pre-grasp."""
+    close: JointTrajectory
+    """Hand: pre-grasp -> closed (fingertips closing along their directions), arm still."""
+    lift: JointTrajectory
+    """Arm: grasp -> lift_m straight up, hand commanded closed."""
+
+    def as_list(self) -> list[tuple[str, JointTrajectory]]:
+        return [("hand_shape", self.hand_shape), ("approach", self.approach), ("close", self.close), ("lift", self.lift)]
+
+
+@dataclass
 class GraspMotionResult(PlannedMotion):
     """The best-ranked grasp with a plan to its pre-grasp, and the reasons the grasps before it were rejected."""
 
@@ -92,6 +142,8 @@ class GraspMotionResult(PlannedMotion):
     """(16,) the chosen grasp's closing target (fingertips closing.close_distance_m along their directions)."""
     attempts: list[GraspAttempt] = field(default_factory=list)
     """One per grasp tried, in rank order (the last one is the chosen grasp on success)."""
+    stages: Optional[GraspStages] = None
+    """All stages of the chosen grasp (`plan_grasp_motion` only)."""
 
     @property
     def rejected(self) -> list[GraspAttempt]:
@@ -123,6 +175,9 @@ class MotionPlanner:
         self.config = config
         self.backend = backend if backend is not None else OmplBackend(config.ompl)
         self.hand = AllegroHand(dtype=torch.float64)
+        self._lift_ik = ArmIK(ArmIKConfig(frame=PALM_LINK, free_z_rotation=False, num_seeds=1, num_iterations=30,
+                                          position_tolerance_m=0.001, rotation_tolerance_rad=0.01))
+        self._lift_robot = RobotCollisionModel(config.ompl.urdf)
 
     def _check_world(self, world: PlanningWorld) -> None:
         if not isinstance(world, PlanningWorld):
@@ -194,6 +249,80 @@ class MotionPlanner:
                                    hand_closed_rad=closed[chosen], attempts=attempts)
         self._timed(plans[chosen], result, timer)
         result.timings_s = timer.durations_s
+        return result
+
+    def plan_lift(self, q_grasp_arm_rad: np.ndarray, hand_rad: np.ndarray, world: PlanningWorld) -> PlannedMotion:
+        """The straight lift (`config.stages`) from arm joints q_grasp_arm_rad (7,): IK points every lift_step_m up
+        world z, each seeded with the previous one, checked against the world's boxes (the table; the held object
+        is left out) and for self-collision with the hand at hand_rad (16,), then timed without stops."""
+        cfg = self.config.stages
+        q = _arm_joints(q_grasp_arm_rad, "q_grasp_arm_rad")
+        self._check_world(world)
+        timer = StageTimer()
+        with timer.stage("lift"):
+            self._lift_robot.set_hand(np.asarray(hand_rad, dtype=float))
+            T_start = self._lift_robot.frame_pose(q, PALM_LINK)
+            n = int(np.ceil(cfg.lift_m / cfg.lift_step_m))
+            path, reason = [q], ""
+            for k in range(1, n + 1):
+                T = T_start.copy()
+                T[2, 3] += cfg.lift_m * k / n
+                ik = self._lift_ik.solve(torch.from_numpy(T)[None], torch.from_numpy(path[-1])[None])
+                q_next = ik.joint_angles_rad[0].numpy()
+                if not bool(ik.success[0]):
+                    reason = (f"no IK for the lift at {100 * cfg.lift_m * k / n:.1f} cm "
+                              f"({1000 * float(ik.position_error_m[0]):.1f} mm off)")
+                    break
+                if np.abs(q_next - path[-1]).max() > cfg.max_lift_joint_step_rad:
+                    reason = f"the lift IK jumps {np.abs(q_next - path[-1]).max():.2f} rad at {100 * cfg.lift_m * k / n:.1f} cm"
+                    break
+                path.append(q_next)
+            if not reason:
+                checker = CollisionChecker(self._lift_robot, PlanningWorld(world.boxes, (), world.frame_id),
+                                           self.config.ompl.collision)
+                bad = next((k for k in range(1, len(path)) if not checker.check_motion(path[k - 1], path[k])), None)
+                if bad is not None:
+                    reason = f"the lift collides at {100 * cfg.lift_m * bad / n:.1f} cm: " + checker.report(path[bad]).describe()
+        if reason:
+            return PlannedMotion(False, StatusCode.NO_RESULT, reason, timings_s=timer.durations_s)
+        with timer.stage("time_parameterization"):
+            trajectory = time_parameterize_through(np.stack(path), self.config.time_parameterization, ARM_JOINT_NAMES,
+                                                   cfg.lift_s)
+        return PlannedMotion(True, StatusCode.SUCCEEDED, "", trajectory, np.stack(path), path[-1], timer.durations_s)
+
+    def plan_grasp_motion(self, q_start_arm_rad: np.ndarray, q_start_hand_rad: np.ndarray, world: PlanningWorld,
+                          grasps: Grasp, seed: int = 0) -> GraspMotionResult:
+        """`plan_grasps` plus the other stages: the best-ranked grasp whose approach and lift both have plans, with
+        its `GraspStages` (hand shaping from q_start_hand_rad (16,), approach, close, lift)."""
+        hand_start = np.asarray(q_start_hand_rad, dtype=float)
+        if hand_start.shape != (16,) or not np.isfinite(hand_start).all():
+            raise ValueError(f"q_start_hand_rad: expected 16 finite hand joints (rad), got shape {np.shape(q_start_hand_rad)}")
+        cfg = self.config.stages
+        attempts: list[GraspAttempt] = []
+        offset = 0
+        while True:
+            result = self.plan_grasps(q_start_arm_rad, world, grasps[offset:], seed)
+            attempts += [GraspAttempt(a.grasp_index + offset, a.status, a.reason, a.planning_time_s) for a in result.attempts]
+            result.attempts = attempts
+            if not result.success:
+                return result
+            result.grasp_index += offset
+            lift = self.plan_lift(result.q_goal_arm_rad, result.hand_pregrasp_rad, world)
+            result.timings_s = {k: result.timings_s.get(k, 0.0) + lift.timings_s.get(k, 0.0)
+                                for k in {*result.timings_s, *lift.timings_s}}
+            if lift.success:
+                break
+            attempts[-1] = GraspAttempt(result.grasp_index, PlanStatus.LIFT_INFEASIBLE, lift.reason, attempts[-1].planning_time_s)
+            offset = result.grasp_index + 1
+            if offset >= len(grasps):
+                return GraspMotionResult(False, StatusCode.NO_RESULT,
+                                         f"none of {len(grasps)} grasps has both an approach and a lift; last: {lift.reason}",
+                                         attempts=attempts, timings_s=result.timings_s)
+        result.stages = GraspStages(
+            hand_shape=JointTrajectory.linear(HAND_JOINT_NAMES, hand_start, result.hand_pregrasp_rad, cfg.hand_shape_s),
+            approach=result.trajectory,
+            close=JointTrajectory.linear(HAND_JOINT_NAMES, result.hand_pregrasp_rad, result.hand_closed_rad, cfg.close_s),
+            lift=lift.trajectory)
         return result
 
     @staticmethod

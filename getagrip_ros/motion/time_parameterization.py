@@ -103,3 +103,51 @@ def time_parameterize(path_rad: np.ndarray, config: TimeParameterizationConfig =
         points.extend(a + u[:, None] * delta)
         t0 += duration
     return JointTrajectory(tuple(joint_names), np.array(times), np.array(points))
+
+
+def _trapezoid_for_duration(duration_s: float, A: float) -> float:
+    """Peak rate V of a rest-to-rest trapezoid covering u in [0, 1] in exactly duration_s with acceleration A."""
+    disc = (A * duration_s) ** 2 - 4.0 * A
+    return A * duration_s / 2.0 if disc <= 0 else (A * duration_s - math.sqrt(disc)) / 2.0
+
+
+def time_parameterize_through(path_rad: np.ndarray, config: TimeParameterizationConfig = TimeParameterizationConfig(),
+                              joint_names: Sequence[str] = ARM_JOINT_NAMES, min_duration_s: float = 0.0) -> JointTrajectory:
+    """Timed trajectory along a dense (N, n) waypoint path without stopping at the waypoints.
+
+    One rest-to-rest trapezoidal profile of the path fraction u (knots spaced by the largest joint motion of each
+    segment) whose peak rate keeps every joint within its velocity limit on every segment, and whose acceleration
+    keeps it within its acceleration limit; the motion lasts at least min_duration_s. Meant for smooth paths (a
+    Cartesian line solved by IK in small steps): the direction changes between segments are not limited.
+    """
+    path = np.asarray(path_rad, dtype=float)
+    n = len(joint_names)
+    if path.ndim != 2 or path.shape[1] != n or len(path) < 2:
+        raise ValueError(f"path: expected shape (N >= 2, {n}), got {path.shape}")
+    if not np.isfinite(path).all():
+        raise ValueError("path contains NaN or inf")
+    if not min_duration_s >= 0:
+        raise ValueError(f"min_duration_s must be >= 0, got {min_duration_s}")
+    v_max, a_max = config.velocity_limits_rad_s, config.acceleration_limits_rad_s2
+    if len(v_max) != n:
+        raise ValueError(f"limits are given for {len(v_max)} joints, the path has {n}")
+    keep = np.concatenate([[True], np.abs(np.diff(path, axis=0)).max(axis=1) > 1e-12])
+    path = path[keep]
+    if len(path) < 2:
+        raise ValueError("path does not move")
+    step = np.abs(np.diff(path, axis=0)).max(axis=1)
+    knots = np.concatenate([[0.0], np.cumsum(step)]) / step.sum()
+    dq_du = np.abs(np.diff(path, axis=0)) / np.diff(knots)[:, None]  # (N-1, n)
+    moving = dq_du > 0
+    V = float(np.min((v_max / np.where(moving, dq_du, 1.0))[moving]))
+    A = float(np.min((a_max / np.where(moving, dq_du, 1.0))[moving]))
+    duration = 2 * math.sqrt(1.0 / A) if V * V / A >= 1.0 else 1.0 / V + V / A
+    if duration < min_duration_s:
+        duration, V = min_duration_s, _trapezoid_for_duration(min_duration_s, A)
+    V = min(V, A * duration / 2.0)
+    count = max(1, math.ceil(duration / config.sample_period_s))
+    t = np.linspace(0.0, duration, count + 1)
+    u = _fraction(t, duration, V, A)
+    u[0], u[-1] = 0.0, 1.0
+    points = np.stack([np.interp(u, knots, path[:, j]) for j in range(n)], axis=1)
+    return JointTrajectory(tuple(joint_names), t, points)

@@ -9,6 +9,7 @@ The close -> lift part (:func:`close_and_lift`) is shared with the grasp labels 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -149,3 +150,19 @@ def run_grasp_trial(world: SimWorld, T_world_palm: np.ndarray, pregrasp_rad: np.
     else:
         return GraspTrialResult(True, f"lifted {lift * 100:.1f} cm with {len(links)} links", lift, links, relative, tilt)
     return GraspTrialResult(False, reason, lift, links, relative, tilt)
+
+
+def object_lift_check(world: SimWorld, min_rise_m: float = 0.18, min_hand_links: int = 3) -> Callable[[], tuple[bool, str]]:
+    """A lift check for `execution.GraspExecutor`, from the physics: remembers the object's height now; when called
+    later, the object must have risen at least min_rise_m, be off the table and touched by min_hand_links hand links."""
+    z0 = float(world.object_pose()[2, 3])
+
+    def check() -> tuple[bool, str]:
+        rise = float(world.object_pose()[2, 3]) - z0
+        touching = world.object_contacts()
+        links = sorted(k for k, v in touching.items() if k in world.hand_link_names() and v > MIN_CONTACT_FORCE_N)
+        ok = rise >= min_rise_m and "world" not in touching and len(links) >= min_hand_links
+        where = "on the table" if "world" in touching else "off the table"
+        return ok, f"object rose {100 * rise:.1f} cm, {where}, touched by {len(links)} hand links"
+
+    return check

@@ -72,3 +72,29 @@ def test_bad_input():
         TimeParameterizationConfig(velocity_scale=0.0)
     with pytest.raises(ValueError, match="positive"):
         TimeParameterizationConfig(max_acceleration_rad_s2=(10.0,) * 6)
+
+
+def test_through_a_dense_path_without_stops_within_limits():
+    """A smooth curve of 50 points: one profile along it, within the limits, no stops, at least min_duration_s."""
+    from getagrip_ros.motion.time_parameterization import time_parameterize_through
+
+    config = TimeParameterizationConfig()
+    s = np.linspace(0.0, 1.0, 50)[:, None]
+    path = np.array(Q_START) + 0.3 * np.hstack([s, s**2, -s, np.sin(s), s, 0.5 * s, np.zeros_like(s)])
+    fast = time_parameterize_through(path, config)
+    np.testing.assert_allclose(fast.positions_rad[0], path[0])
+    np.testing.assert_allclose(fast.positions_rad[-1], path[-1])
+    assert_within_limits(fast.times_s, fast.positions_rad, config)
+    speed = np.abs(np.diff(fast.positions_rad, axis=0)).max(axis=1)
+    middle = speed[len(speed) // 4: 3 * len(speed) // 4]
+    assert (middle > 0.5 * middle.max()).all()  # keeps moving through the waypoints
+    slow = time_parameterize_through(path, config, min_duration_s=3 * fast.duration_s)
+    assert slow.duration_s == pytest.approx(3 * fast.duration_s, rel=1e-6)
+    assert_within_limits(slow.times_s, slow.positions_rad, config)
+    with pytest.raises(ValueError, match="does not move"):
+        time_parameterize_through(np.repeat(path[:1], 3, axis=0), config)
+    with pytest.raises(ValueError, match="NaN"):
+        time_parameterize_through(np.where(s > 0.5, np.nan, path), config)
+
+
+Q_START = (0.0, -0.8, 0.0, -2.4, 0.0, 1.6, 0.8)

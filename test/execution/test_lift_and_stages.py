@@ -1,0 +1,48 @@
+"""The grasp stages around the planned approach: hand shaping, closing, and the straight 20 cm lift."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from getagrip_ros.motion.backend import PlanStatus
+from getagrip_ros.motion.planner import GraspStagesConfig, MotionPlanner, MotionPlannerConfig
+from getagrip_ros.motion.robot_geometry import RobotCollisionModel
+from getagrip_ros.robot.description import ARM_JOINT_NAMES, HAND_JOINT_NAMES, PALM_LINK
+
+from ..motion.test_time_parameterization import assert_within_limits
+from .conftest import Q_ARM_START, Q_HAND_START
+
+
+def test_stages_join_up_and_the_lift_goes_straight_up(cube_plan, motion_planner):
+    stages = cube_plan.stages
+    assert stages.hand_shape.joint_names == HAND_JOINT_NAMES and stages.close.joint_names == HAND_JOINT_NAMES
+    assert stages.approach.joint_names == ARM_JOINT_NAMES and stages.lift.joint_names == ARM_JOINT_NAMES
+    np.testing.assert_allclose(stages.hand_shape.positions_rad[0], Q_HAND_START)
+    np.testing.assert_allclose(stages.hand_shape.positions_rad[-1], cube_plan.hand_pregrasp_rad)
+    np.testing.assert_allclose(stages.approach.positions_rad[0], Q_ARM_START)
+    np.testing.assert_allclose(stages.close.positions_rad[0], cube_plan.hand_pregrasp_rad)
+    np.testing.assert_allclose(stages.close.positions_rad[-1], cube_plan.hand_closed_rad)
+    np.testing.assert_allclose(stages.lift.positions_rad[0], stages.approach.positions_rad[-1])
+    assert stages.close.duration_s == 0.5 and stages.lift.duration_s >= 1.0
+
+    robot = RobotCollisionModel()
+    T0 = robot.frame_pose(stages.lift.positions_rad[0], PALM_LINK)
+    poses = np.stack([robot.frame_pose(q, PALM_LINK) for q in stages.lift.positions_rad])
+    assert abs(poses[-1, 2, 3] - T0[2, 3] - 0.20) < 0.002
+    assert np.abs(poses[:, :2, 3] - T0[:2, 3]).max() < 0.002  # straight up
+    assert np.abs(poses[:, :3, :3] - T0[:3, :3]).max() < 0.02  # orientation kept
+    assert (np.diff(poses[:, 2, 3]) >= -1e-4).all()
+    assert_within_limits(stages.lift.times_s, stages.lift.positions_rad, motion_planner.config.time_parameterization)
+
+
+def test_grasps_whose_lift_is_out_of_reach_are_refused_with_reasons(cube_world, cube_grasps):
+    """A 0.9 m lift leaves the FR3's reach: every grasp with an approach is refused for its lift, in rank order, and the
+    request fails saying so."""
+    planner = MotionPlanner(MotionPlannerConfig(stages=GraspStagesConfig(lift_m=0.9)))
+    result = planner.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, seed=0)
+    assert not result.success and result.stages is None
+    assert "none of 4 grasps has both an approach and a lift" in result.reason
+    assert [a.grasp_index for a in result.attempts] == sorted(a.grasp_index for a in result.attempts)
+    lifts = [a for a in result.attempts if a.status == PlanStatus.LIFT_INFEASIBLE]
+    assert lifts and lifts[0].grasp_index == 0
+    assert all(a.reason.startswith(("no IK for the lift at", "the lift IK jumps")) for a in lifts)
