@@ -1,9 +1,17 @@
 """Shared fixtures: an isolated ROS environment for every test that starts ROS processes; small perception datasets."""
 
+import json
 import os
+from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.motion.world import world_with_mesh
+from getagrip_ros.objects.catalog import object_by_name
+from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.ros.processes import isolated_ros_environment
 
 
@@ -90,3 +98,25 @@ def tiny_models(tmp_path_factory):
     files = ModelFiles(bps_evaluator=str(out / "evaluator.pt"), bps_sampler=str(out / "sampler.pt"),
                        fixed_grasps=str(out / "fixed.npz"))
     return files
+
+
+#: Grasps of the tabletop-20 cube labelled y_PGS = 1 by the data engine, with the cube's pose (see the file's "about").
+CUBE = json.loads((Path(__file__).parent / "execution" / "cube_grasps.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def cube():
+    return prepare_object(object_by_name(CUBE["object"]))
+
+
+@pytest.fixture(scope="session")
+def cube_grasps() -> Grasp:
+    """Grasps of the cube that lift it in the floating-hand world (world frame)."""
+    return Grasp.from_vector(torch.tensor(CUBE["grasps_world"], dtype=torch.float64), "world")
+
+
+@pytest.fixture(scope="session")
+def cube_world(cube):
+    """The planning world: table and the cube mesh where the simulated world puts it."""
+    return world_with_mesh("cube", np.asarray(cube.mesh.vertices), np.asarray(cube.mesh.faces),
+                           np.array(CUBE["T_world_object"]))

@@ -38,6 +38,10 @@ from getagrip_ros.robot.interfaces import JointTrajectory
 from getagrip_ros.status import StageTimer, StatusCode
 
 
+#: A measured hand joint this far beyond a limit is moved onto it (physical joints overshoot slightly).
+HAND_START_LIMIT_TOLERANCE_RAD = 0.05
+
+
 @dataclass(frozen=True)
 class GraspStagesConfig:
     """Timing and geometry of the grasp stages around the planned approach (the public code's hardware values)."""
@@ -297,6 +301,13 @@ class MotionPlanner:
         hand_start = np.asarray(q_start_hand_rad, dtype=float)
         if hand_start.shape != (16,) or not np.isfinite(hand_start).all():
             raise ValueError(f"q_start_hand_rad: expected 16 finite hand joints (rad), got shape {np.shape(q_start_hand_rad)}")
+        lower, upper = self.hand.lower_limits_rad.numpy(), self.hand.upper_limits_rad.numpy()
+        outside = np.maximum(lower - hand_start, hand_start - upper)
+        if outside.max() > HAND_START_LIMIT_TOLERANCE_RAD:
+            j = int(np.argmax(outside))
+            raise ValueError(f"q_start_hand_rad: {HAND_JOINT_NAMES[j]} = {hand_start[j]:.4f} rad is outside its limits "
+                             f"[{lower[j]:.4f}, {upper[j]:.4f}]")
+        hand_start = np.clip(hand_start, lower, upper)  # measured joints overshoot their limits a little
         cfg = self.config.stages
         attempts: list[GraspAttempt] = []
         offset = 0

@@ -13,11 +13,7 @@ NOT_IMPLEMENTED). Publishes, per image: ``camera/image_raw`` (sensor_msgs/Image,
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
@@ -40,6 +36,7 @@ from getagrip_ros.ros.conversions import (
     transform_stamped_from_matrix,
 )
 from getagrip_ros.ros.params import declare_config
+from getagrip_ros.ros.sim_backend import SimBackend, SimBackendConfig
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.status import StatusCode
 
@@ -47,23 +44,6 @@ BACKENDS = ("sim", "hardware")
 HARDWARE_MISSING = ("the 'hardware' backend (FR3 through franky, ZED 2i through pyzed) is not available in this build: "
                     "the franky arm driver comes in a later issue; use backend 'sim'")
 _SPIRAL = SpiralConfig()
-
-
-@dataclass(frozen=True)
-class SimBackendConfig:
-    """The simulated world of the 'sim' backend."""
-
-    object_name: str = "tabletop20/green_tea"
-    """Catalog object standing on the table (getagrip_ros.objects.catalog)."""
-    object_xy_m: tuple[float, ...] = (0.65, 0.0)
-    """World x, y of the object (Get a Grip puts objects at x = 0.65 m)."""
-    object_yaw_rad: float = 0.0
-    camera_width_px: int = 640
-    camera_height_px: int = 360
-    camera_fy_px: float = 266.5
-    """Focal length in pixels (square pixels, principal point at the image centre)."""
-    object_cache_dir: str = ""
-    """Convex-decomposition cache of the object; "" = ~/.cache/getagrip_ros/convex."""
 
 
 @dataclass(frozen=True)
@@ -114,63 +94,6 @@ def capture_request_from_goal(goal: CaptureImages.Goal) -> CaptureRequest:
     p = goal.look_at.point
     return CaptureRequest(look_at_m=[p.x, p.y, p.z], output_dir=goal.output_dir, frame_id=goal.look_at.header.frame_id,
                           num_images=int(goal.num_images), radius_m=float(goal.radius_m))
-
-
-class SimBackend:
-    """The simulated robot, camera and object. Every MuJoCo call runs in one worker thread: the
-    renderer's EGL context belongs to the thread that made it current."""
-
-    def __init__(self, config: SimBackendConfig) -> None:
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim")
-        self._last_step_wall = time.monotonic()
-        self.run(self._build, config)
-
-    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call fn(*args) in the simulation thread and return its result (exceptions propagate)."""
-        return self._worker.submit(fn, *args).result()
-
-    def _build(self, config: SimBackendConfig) -> None:
-        from getagrip_ros.objects.catalog import object_by_name
-        from getagrip_ros.objects.mesh_object import PrepareConfig, prepare_object
-        from getagrip_ros.sim.robots import SimArm, SimHand
-        from getagrip_ros.sim.scene import CameraConfig, SceneConfig
-        from getagrip_ros.sim.world import ObjectPlacement, SimWorld
-
-        if len(config.object_xy_m) != 2:
-            raise ValueError(f"sim.object_xy_m needs 2 values, got {list(config.object_xy_m)}")
-        obj = prepare_object(object_by_name(config.object_name), PrepareConfig(cache_dir=config.object_cache_dir or None))
-        camera = CameraConfig(config.camera_width_px, config.camera_height_px, config.camera_fy_px)
-        self.world = SimWorld(SceneConfig(robot="arm", camera=camera), obj,
-                              ObjectPlacement(xy_m=tuple(config.object_xy_m), yaw_rad=config.object_yaw_rad))
-        self.arm, self.hand = SimArm(self.world), SimHand(self.world)
-        self.description = f"simulated FR3 and wrist camera, {obj.name} at x, y = {list(config.object_xy_m)} m"
-
-    def camera(self, with_depth: bool):
-        from getagrip_ros.perception.cameras import SimCamera
-
-        return SimCamera(self.world, with_depth=with_depth)
-
-    def joint_state(self):
-        return self.world.joint_state()
-
-    def advance_idle(self):
-        """Between goals: advance the physics to the wall clock (at most 0.2 s at a time); returns the joint state."""
-        now = time.monotonic()
-        steps = int(min(now - self._last_step_wall, 0.2) / self.world.model.opt.timestep)
-        self._last_step_wall = now
-        if steps > 0:
-            self.world.step(steps)
-        return self.world.joint_state()
-
-    def mark_time(self) -> None:
-        """Physics time spent in a goal is not caught up afterwards."""
-        self._last_step_wall = time.monotonic()
-
-    def close(self) -> None:
-        try:
-            self.run(self.world.close)
-        finally:
-            self._worker.shutdown(wait=True)
 
 
 class CaptureImagesNode(Node):

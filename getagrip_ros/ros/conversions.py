@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from builtin_interfaces.msg import Time
+from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import Point, Pose, PoseStamped, Quaternion, Transform, TransformStamped, Vector3
 from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2, PointField
 from std_msgs.msg import Header
+from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
+from trajectory_msgs.msg import JointTrajectoryPoint
 
 from getagrip_interfaces.msg import Grasp as GraspMsg
 from getagrip_interfaces.msg import StageTiming, Status
@@ -15,6 +17,7 @@ from getagrip_ros.grasp.grasp import NUM_FINGERS, Grasp
 from getagrip_ros.grasp.rotations import matrix_from_quat_wxyz, quat_wxyz_from_matrix
 from getagrip_ros.planning.planner import PlannedGrasps
 from getagrip_ros.robot.allegro import JOINT_NAMES, reorder_by_name
+from getagrip_ros.robot.interfaces import JointTrajectory as CoreJointTrajectory
 from getagrip_ros.status import StatusCode
 
 _POINTFIELD_DTYPES = {
@@ -88,12 +91,17 @@ def matrix_from_pose(pose: Pose) -> np.ndarray:
 
 def planned_grasps_to_msgs(planned: PlannedGrasps, stamp: Time | None = None) -> list[GraspMsg]:
     """Ranked core grasps -> getagrip_interfaces/Grasp messages (same order)."""
-    g = planned.grasps
+    labels = np.stack([t.detach().cpu().numpy() for t in (planned.y_pgs, planned.y_coll, planned.y_pick)], axis=1)
+    return grasps_to_msgs(planned.grasps, labels, stamp)
+
+
+def grasps_to_msgs(g: Grasp, labels: np.ndarray | None = None, stamp: Time | None = None) -> list[GraspMsg]:
+    """Core grasps and their (B, 3) labels [y_pgs, y_coll, y_pick] (None: NaN) -> getagrip_interfaces/Grasp messages."""
     T = g.T_frame_palm.detach().cpu().numpy()
     q = g.joint_angles_rad.detach().cpu().numpy()
     d = g.fingertip_directions.detach().cpu().numpy()
     vec = g.to_numpy_vector().astype(np.float32)
-    labels = [t.detach().cpu().numpy() for t in (planned.y_pgs, planned.y_coll, planned.y_pick)]
+    labels = np.full((len(g), 3), np.nan) if labels is None else np.asarray(labels, dtype=float)
     msgs = []
     for i in range(len(g)):
         m = GraspMsg()
@@ -102,7 +110,7 @@ def planned_grasps_to_msgs(planned: PlannedGrasps, stamp: Time | None = None) ->
         m.joint_names = list(JOINT_NAMES)
         m.pregrasp_joint_positions_rad = q[i].astype(float).tolist()
         m.fingertip_directions = [Vector3(x=float(a), y=float(b), z=float(c)) for a, b, c in d[i]]
-        m.y_pgs, m.y_coll, m.y_pick = (float(label[i]) for label in labels)
+        m.y_pgs, m.y_coll, m.y_pick = (float(v) for v in labels[i])
         m.vector = vec[i]
         msgs.append(m)
     return msgs
@@ -190,3 +198,28 @@ def joint_state_msg(names: tuple[str, ...] | list[str], positions_rad: np.ndarra
     return JointState(header=Header(stamp=stamp or Time()), name=list(names),
                       position=np.asarray(positions_rad, dtype=float).tolist(),
                       velocity=np.asarray(velocities_rad_s, dtype=float).tolist())
+
+
+def joint_trajectory_to_msg(trajectory: CoreJointTrajectory, stamp: Time | None = None) -> JointTrajectoryMsg:
+    """Core trajectory -> trajectory_msgs/JointTrajectory (positions and times from the start)."""
+    points = []
+    for t, q in zip(trajectory.times_s, trajectory.positions_rad):
+        sec = int(np.floor(t))
+        points.append(JointTrajectoryPoint(positions=q.tolist(),
+                                           time_from_start=Duration(sec=sec, nanosec=int(round((t - sec) * 1e9)))))
+    return JointTrajectoryMsg(header=Header(stamp=stamp or Time()), joint_names=list(trajectory.joint_names), points=points)
+
+
+def joint_trajectory_from_msg(msg: JointTrajectoryMsg, label: str = "trajectory") -> CoreJointTrajectory:
+    """trajectory_msgs/JointTrajectory -> core trajectory; ValueError says what is malformed."""
+    if not msg.points:
+        raise ValueError(f"{label} has no points")
+    n = len(msg.joint_names)
+    bad = [i for i, p in enumerate(msg.points) if len(p.positions) != n]
+    if bad:
+        raise ValueError(f"{label}: point {bad[0]} has {len(msg.points[bad[0]].positions)} positions for {n} joints")
+    times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+    try:
+        return CoreJointTrajectory(tuple(msg.joint_names), np.array(times), np.array([list(p.positions) for p in msg.points]))
+    except ValueError as err:
+        raise ValueError(f"{label}: {err}") from None

@@ -193,6 +193,11 @@ class SimWorld:
             self.data.qvel[self.model.joint("wrist").dofadr[0] : self.model.joint("wrist").dofadr[0] + 6] = 0.0
             mujoco.mj_forward(self.model, self.data)
 
+    def command(self, joint_names: tuple[str, ...], q_rad: np.ndarray) -> None:
+        """Set the position targets of these joints (they move there under the actuators' PD as the physics steps)."""
+        for n, q in zip(joint_names, np.asarray(q_rad, dtype=float), strict=True):
+            self.data.ctrl[self._act[n]] = q
+
     def hold(self, joint_names: tuple[str, ...]) -> None:
         """Command the joints to stay where they are now."""
         for n in joint_names:

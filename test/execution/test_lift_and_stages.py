@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from getagrip_ros.motion.backend import PlanStatus
 from getagrip_ros.motion.planner import GraspStagesConfig, MotionPlanner, MotionPlannerConfig
@@ -46,3 +47,14 @@ def test_grasps_whose_lift_is_out_of_reach_are_refused_with_reasons(cube_world, 
     lifts = [a for a in result.attempts if a.status == PlanStatus.LIFT_INFEASIBLE]
     assert lifts and lifts[0].grasp_index == 0
     assert all(a.reason.startswith(("no IK for the lift at", "the lift IK jumps")) for a in lifts)
+
+
+def test_a_measured_hand_slightly_beyond_a_limit_is_moved_onto_it(motion_planner, cube_world, cube_grasps):
+    """Measured joints overshoot limits by a little (the thumb at 1.3975 > 1.396 rad was seen in the simulator)."""
+    hand = Q_HAND_START.copy()
+    hand[12] = motion_planner.hand.upper_limits_rad[12].item() + 0.002
+    result = motion_planner.plan_grasp_motion(Q_ARM_START, hand, cube_world, cube_grasps, seed=0)
+    assert result.success and result.stages.hand_shape.positions_rad[0, 12] == motion_planner.hand.upper_limits_rad[12].item()
+    hand[12] += 0.1
+    with pytest.raises(ValueError, match=r"joint_12.0 = 1.4980 rad is outside its limits \[0.2630, 1.3960\]"):
+        motion_planner.plan_grasp_motion(Q_ARM_START, hand, cube_world, cube_grasps, seed=0)

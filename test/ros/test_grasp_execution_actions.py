@@ -1,0 +1,190 @@
+"""plan_motion, execute_grasp, the e-stop topic, joint_states and the Allegro topic driver against the simulated
+robot served by a real grasp_execution node in another process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import rclpy
+import trimesh
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+
+from getagrip_interfaces.action import ExecuteGrasp, PlanMotion
+from getagrip_interfaces.msg import Status
+from getagrip_ros.robot.description import ARM_JOINT_NAMES, HAND_JOINT_NAMES
+from getagrip_ros.robot.interfaces import JointTrajectory
+from getagrip_ros.ros.allegro_topic_hand import AllegroTopicConfig, AllegroTopicHand
+from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
+from getagrip_ros.ros.conversions import grasps_to_msgs
+from getagrip_ros.ros.processes import NodeProcess
+
+from ..conftest import CUBE
+
+pytest.importorskip("ompl")
+
+
+@pytest.fixture(scope="module")
+def cube_mesh_path(tmp_path_factory, cube):
+    """The cube's mesh in the world frame, as a file (what plan_motion reads)."""
+    mesh = trimesh.Trimesh(np.asarray(cube.mesh.vertices), np.asarray(cube.mesh.faces)).copy()
+    mesh.apply_transform(np.array(CUBE["T_world_object"]))
+    path = tmp_path_factory.mktemp("mesh") / "cube_world.stl"
+    mesh.export(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def server(ros_env):
+    args = ["--ros-args", "-p", f"sim.object_name:={CUBE['object']}", "-p", f"sim.object_yaw_rad:={CUBE['object_yaw_rad']}",
+            "-p", "sim.real_time_factor:=2.0", "-p", "state_rate_hz:=50.0"]
+    with NodeProcess("getagrip_ros.ros.grasp_execution_node", args, env=ros_env) as proc:
+        assert proc.wait_for_output("grasp_execution ready (", 60), proc.output()
+        yield proc
+    assert proc.process.returncode == 0, proc.output()  # clean shutdown on SIGINT
+
+
+@pytest.fixture(scope="module")
+def clients(rclpy_node, server):
+    plan, execute = ActionClient(rclpy_node, PlanMotion, "plan_motion"), ActionClient(rclpy_node, ExecuteGrasp, "execute_grasp")
+    yield plan, execute
+    plan.destroy()
+    execute.destroy()
+
+
+def _plan(rclpy_node, client, cube_grasps, mesh_path, **kwargs):
+    goal = PlanMotion.Goal(grasps=grasps_to_msgs(cube_grasps), object_mesh_path=mesh_path, planner="ompl", **kwargs)
+    return call_action(rclpy_node, client, goal, timeout_s=60)
+
+
+def _execute_goal(plan_result) -> ExecuteGrasp.Goal:
+    return ExecuteGrasp.Goal(hand_shape=plan_result.hand_shape, approach=plan_result.approach, close=plan_result.close,
+                             lift=plan_result.lift)
+
+
+@pytest.fixture(scope="module")
+def hand_driver_node(server, rclpy_node):
+    """A second node spun in its own thread: the topic driver needs its state subscription served while it moves."""
+    node = Node("hand_driver_test")
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    yield node
+    executor.shutdown()
+    node.destroy_node()
+
+
+@pytest.mark.parametrize("command_type, topic", [("joint_state", "/allegroHand_0/joint_cmd"),
+                                                 ("float64_multi_array", "/allegro_hand_position_controller/commands")])
+def test_the_allegro_topic_driver_moves_the_simulated_hand(hand_driver_node, command_type, topic):
+    config = AllegroTopicConfig(command_topic=topic, command_type=command_type, settle_s=3.0)  # the sim may lag under load
+    hand = AllegroTopicHand(hand_driver_node, config)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            start = hand.state()
+            break
+        except RuntimeError:
+            time.sleep(0.1)
+    assert start.joint_names == HAND_JOINT_NAMES
+    goal = start.positions_rad.copy()
+    goal[1] += 0.4  # index proximal flexes
+    goal[12] = 0.9  # thumb rotates in
+    result = hand.move(JointTrajectory.linear(HAND_JOINT_NAMES, start.positions_rad, goal, 1.0))
+    assert result.success and result.reason == "reached the end of the trajectory", result
+    assert np.abs(hand.state().positions_rad - goal).max() < 0.05
+    back = hand.move(JointTrajectory.linear(HAND_JOINT_NAMES, goal, start.positions_rad, 0.5))
+    assert back.success and np.abs(hand.state().positions_rad - start.positions_rad).max() < 0.05
+
+
+def test_bad_goals_are_refused_with_reasons(rclpy_node, clients, cube_grasps, cube_mesh_path):
+    plan, execute = clients
+    status, result = _plan(rclpy_node, plan, cube_grasps, "/nonexistent/cube.stl")
+    assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.INVALID_GOAL
+    assert "cannot read the object mesh" in result.status.reason
+    goal = PlanMotion.Goal(grasps=grasps_to_msgs(cube_grasps), object_mesh_path=cube_mesh_path, planner="curobo")
+    status, result = call_action(rclpy_node, plan, goal, timeout_s=30)
+    assert result.status.code == Status.NOT_IMPLEMENTED and "cuRobo" in result.status.reason
+    goal.planner = "moveit"
+    status, result = call_action(rclpy_node, plan, goal, timeout_s=30)
+    assert result.status.code == Status.INVALID_GOAL and "unknown planner 'moveit'" in result.status.reason
+    goal = PlanMotion.Goal(grasps=[], planner="ompl")
+    status, result = call_action(rclpy_node, plan, goal, timeout_s=30)
+    assert result.status.code == Status.INVALID_GOAL and "no grasps given" in result.status.reason
+    status, result = call_action(rclpy_node, execute, ExecuteGrasp.Goal(), timeout_s=30)
+    assert result.status.code == Status.INVALID_GOAL and "hand_shape has no points" in result.status.reason
+
+
+def test_plan_cancel_estop_then_lift_the_cube(rclpy_node, clients, cube_grasps, cube_mesh_path, server):
+    plan, execute = clients
+    states = []
+    rclpy_node.create_subscription(JointState, "joint_states", states.append, 50)
+
+    # plan from the measured joints; the best grasp is reachable
+    status, planned = _plan(rclpy_node, plan, cube_grasps, cube_mesh_path)
+    assert status == GoalStatus.STATUS_SUCCEEDED, (planned.status.reason, server.output())
+    assert planned.grasp_index == 0 and planned.rejected == []
+    assert list(planned.approach.joint_names) == list(ARM_JOINT_NAMES)
+    assert list(planned.close.joint_names) == list(HAND_JOINT_NAMES)
+
+    # cancel stops the motion; the result names the stage
+    feedback = []
+    handle = send_goal(rclpy_node, execute, _execute_goal(planned), feedback=feedback.append)
+    status, cancelled = cancel_after_feedback(rclpy_node, handle, feedback)
+    assert status == GoalStatus.STATUS_CANCELED and cancelled.status.code == Status.CANCELED, cancelled.status.reason
+    assert cancelled.stage in ("validation", "hand_shape", "approach") and not cancelled.lifted
+
+    # the old plan no longer starts where the robot is (unless it was cancelled before moving): plan again
+    status, planned = _plan(rclpy_node, plan, cube_grasps, cube_mesh_path)
+    assert status == GoalStatus.STATUS_SUCCEEDED, planned.status.reason
+
+    # e-stop: refused while active, released by false
+    estop = rclpy_node.create_publisher(Bool, "estop", 10)
+    for _ in range(5):
+        estop.publish(Bool(data=True))
+        rclpy.spin_once(rclpy_node, timeout_sec=0.05)
+    assert server.wait_for_output("e-stop: stopping every motion", 10)
+    status, refused = call_action(rclpy_node, execute, _execute_goal(planned), timeout_s=30)
+    assert refused.status.code == Status.HARDWARE_ERROR and "e-stop is active" in refused.status.reason
+    for _ in range(5):
+        estop.publish(Bool(data=False))
+        rclpy.spin_once(rclpy_node, timeout_sec=0.05)
+    assert server.wait_for_output("e-stop released", 10)
+
+    # the full grasp: feedback per stage, the cube 20 cm up in the hand
+    feedback = []
+    status, done = call_action(rclpy_node, execute, _execute_goal(planned), timeout_s=120, feedback=feedback.append)
+    assert status == GoalStatus.STATUS_SUCCEEDED, (done.status.reason, server.output()[-3000:])
+    assert done.lifted and done.stage == "done" and "object rose" in done.status.reason
+    phases = list(dict.fromkeys(f.phase for f in feedback))
+    assert phases == ["validation", "hand_shape", "approach", "close", "lift", "done"]
+    assert {t.stage for t in done.timings} == {"validation", "hand_shape", "approach", "close", "lift"}
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        rclpy.spin_once(rclpy_node, timeout_sec=0.05)
+    assert states and list(states[-1].name) == list(ARM_JOINT_NAMES + HAND_JOINT_NAMES)
+    arm_final = np.array(states[-1].position[:7])
+    lift_end = np.array(planned.lift.points[-1].positions)
+    assert np.abs(arm_final - lift_end).max() < 0.05  # joint_states show the arm up at the end of the lift
+
+
+def test_hardware_backend_without_a_robot_refuses_goals_with_the_reason(ros_env, rclpy_node, cube_grasps):
+    args = ["--ros-args", "-r", "__ns:=/hw", "-p", "backend:=hardware", "-p", "hardware.franky_host:=127.0.0.1"]
+    with NodeProcess("getagrip_ros.ros.grasp_execution_node", args, env=ros_env) as proc:
+        assert proc.wait_for_output("grasp_execution ready (", 60), proc.output()
+        client = ActionClient(rclpy_node, ExecuteGrasp, "/hw/execute_grasp")  # apart from the sim node's
+        try:
+            status, result = call_action(rclpy_node, client, ExecuteGrasp.Goal(), timeout_s=60)
+        finally:
+            client.destroy()
+        assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.HARDWARE_ERROR
+        assert "the FR3 at 127.0.0.1 is not reachable" in result.status.reason
+    assert proc.process.returncode == 0, proc.output()
