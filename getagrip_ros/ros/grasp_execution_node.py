@@ -29,6 +29,7 @@ from std_msgs.msg import Bool, Float64MultiArray
 from getagrip_interfaces.action import ExecuteGrasp, PlanMotion
 from getagrip_ros.execution.executor import ExecutionConfig, ExecutionResult, GraspExecutor
 from getagrip_ros.execution.safety import EStop, SafetyConfig, SafetyMonitor
+from getagrip_ros.motion.curobo_backend import CuroboBackend, CuroboUnavailableError
 from getagrip_ros.motion.planner import GraspStages, GraspStagesConfig, MotionPlanner, MotionPlannerConfig
 from getagrip_ros.motion.world import ObjectMesh, PlanningWorld, table_box
 from getagrip_ros.robot.allegro import WONIK_JOINT_NAMES, WONIK_TO_GETAGRIP, reorder_by_name
@@ -124,6 +125,7 @@ class GraspExecutionNode(Node):
         self.state_pub = self.create_publisher(JointStateMsg, "joint_states", 10)
         self.planner = MotionPlanner(MotionPlannerConfig(planning_time_limit_s=cfg.planning_time_limit_s,
                                                          stages=cfg.stages, world_frame=cfg.world_frame))
+        self._curobo_planner: MotionPlanner | None = None
         self.safety = SafetyMonitor(cfg.safety)
         try:
             self._build_backend(group)
@@ -241,6 +243,14 @@ class GraspExecutionNode(Node):
             self.get_logger().info("e-stop released")
 
     # -- plan_motion -----------------------------------------------------------------------------
+    def _planner(self, name: str) -> MotionPlanner:
+        """The OMPL planner, or the cuRobo one (built at its first goal; CuroboUnavailableError without cuRobo/CUDA)."""
+        if name == "ompl":
+            return self.planner
+        if self._curobo_planner is None:
+            self._curobo_planner = MotionPlanner(self.planner.config, CuroboBackend())
+        return self._curobo_planner
+
     def _start_state(self, msg: JointStateMsg) -> tuple[np.ndarray, np.ndarray]:
         if not msg.name:
             return self._measured()
@@ -260,9 +270,10 @@ class GraspExecutionNode(Node):
         if goal.planner not in PLANNERS:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL,
                             f"unknown planner {goal.planner!r}; known: {list(PLANNERS)}")
-        if goal.planner == "curobo":
-            return end_goal(self, goal_handle, result, StatusCode.NOT_IMPLEMENTED,
-                            "the cuRobo backend needs cuRobo and a CUDA GPU, which this build does not have; use ompl")
+        try:
+            planner = self._planner(goal.planner)
+        except CuroboUnavailableError as err:
+            return end_goal(self, goal_handle, result, StatusCode.NOT_IMPLEMENTED, str(err))
         try:
             grasps, _ = grasp_msgs_to_core(list(goal.grasps))
             q_arm, q_hand = self._start_state(goal.start_state)
@@ -271,7 +282,6 @@ class GraspExecutionNode(Node):
         except (ValueError, KeyError, RuntimeError) as err:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         goal_handle.publish_feedback(PlanMotion.Feedback(grasps_tried=0, grasps_total=len(grasps)))
-        planner = self.planner
         if goal.timeout_s > 0:
             planner = MotionPlanner(replace(planner.config, total_time_limit_s=float(goal.timeout_s)), planner.backend)
         try:
