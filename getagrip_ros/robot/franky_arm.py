@@ -87,6 +87,10 @@ class FrankyArmConfig:
     """Give up connecting after this long (libfranka itself can wait minutes on a silent host)."""
     max_overrun_s: float = 5.0
     """Stop and fail a motion still running this long (robot time) after the trajectory's end."""
+    min_waypoint_spacing_s: float = 0.2
+    """Dense trajectories (a time-parameterised path sampled every 10 ms) are thinned to waypoints at least this far
+    apart, keeping every corner and rest point: franky plans each waypoint with Ruckig, and 10 ms segments are
+    beyond the jerk limits, so the motion runs late and off the path."""
     recover_errors: bool = False
     """Run the robot's automatic error recovery when a motion starts with the robot in an error state (e.g.
     after a collision reflex); False: fail the motion and leave recovery (`FrankyArm.recover`) to the caller."""
@@ -101,7 +105,7 @@ class FrankyArmConfig:
                      "connect_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"FrankyArmConfig.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("settle_timeout_s", "max_overrun_s"):
+        for name in ("settle_timeout_s", "max_overrun_s", "min_waypoint_spacing_s"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"FrankyArmConfig.{name} must be >= 0, got {getattr(self, name)}")
         for name in ("lower_limits_rad", "upper_limits_rad", "velocity_limits_rad_s"):
@@ -132,6 +136,29 @@ class CheckedTrajectory:
     """(T, 7) target velocities at the waypoints (0 at the first and last)."""
     to_trajectory_order: np.ndarray
     """(n,) index into the arm order of each of the trajectory's joints (to report errors in its order)."""
+
+
+def key_waypoints(times_s: np.ndarray, positions_rad: np.ndarray, min_spacing_s: float,
+                  corner_cos: float = 0.9998) -> np.ndarray:
+    """Indices of the waypoints to send: the first and the last, every rest point and corner (the motion
+    stops, or turns by more than ~1 deg), and in between at most one per min_spacing_s."""
+    n = len(times_s)
+    if n <= 2:
+        return np.arange(n)
+    seg = np.diff(positions_rad, axis=0)
+    length = np.linalg.norm(seg, axis=1)
+    unit = seg / np.where(length > 1e-12, length, 1.0)[:, None]
+    turns = (unit[:-1] * unit[1:]).sum(axis=1) < corner_cos
+    rests = (length[:-1] <= 1e-12) | (length[1:] <= 1e-12)
+    must = np.concatenate([[True], turns | rests, [True]])
+    keep, last_t = [], -np.inf
+    for i in range(n):
+        if must[i] or times_s[i] - last_t >= min_spacing_s:
+            if not must[i] and times_s[-1] - times_s[i] < min_spacing_s / 2:
+                continue  # too close to the end: the end is kept anyway
+            keep.append(i)
+            last_t = times_s[i]
+    return np.array(keep)
 
 
 def waypoint_velocities(times_s: np.ndarray, positions_rad: np.ndarray) -> np.ndarray:
@@ -194,6 +221,8 @@ def check_trajectory(trajectory: JointTrajectory, config: FrankyArmConfig) -> Ch
                              f"(t = {t_s[i]:.3f}-{t_s[i + 1]:.3f} s), above its limit of {limit[j]:.3f} rad/s "
                              f"(FR3 limit {config.velocity_limits_rad_s[j]}, {FR3_MAX_JOINT_VELOCITY_RAD_S[j]} x relative "
                              f"dynamics factor {config.relative_dynamics_factor}); slow the trajectory down")
+    keep = key_waypoints(t_s, q, config.min_waypoint_spacing_s)
+    times_ms, t_s, q = times_ms[keep], t_s[keep], q[keep]
     to_traj = np.array([ARM_JOINT_NAMES.index(n) for n in names])
     limit = config.effective_velocity_limits_rad_s  # Ruckig refuses a target velocity above its limit, even by rounding
     return CheckedTrajectory(times_ms, q, np.clip(waypoint_velocities(t_s, q), -limit, limit), to_traj)

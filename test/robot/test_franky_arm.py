@@ -333,3 +333,38 @@ def test_the_module_imports_and_checks_without_franky():
 def test_config_is_validated(change, message):
     with pytest.raises(ValueError, match=message):
         FrankyArmConfig(**{"host": "127.0.0.1", **change})
+
+
+def test_follows_a_planned_and_timed_trajectory(at_ready, sim_robot):
+    """The motion planner's output (OMPL path, time-parameterised within the FR3 limits) runs through franky."""
+    pytest.importorskip("ompl")
+    from getagrip_ros.motion.planner import MotionPlanner, MotionPlannerConfig
+    from getagrip_ros.motion.time_parameterization import TimeParameterizationConfig
+    from getagrip_ros.motion.world import PlanningWorld, WorldBox, translation
+    from getagrip_ros.robot.allegro import STOW_HAND_JOINT_ANGLES_RAD
+
+    goal = READY + np.array([0.6, 0.2, 0.0, 0.3, 0.0, -0.1, 0.3])
+    block = WorldBox("block", (0.04, 0.04, 0.04), translation((0.47, 0.1, 0.58)))  # in the hand's straight sweep
+    limits = TimeParameterizationConfig(velocity_scale=0.5, acceleration_scale=0.5)  # = the arm's dynamics factor
+    planned = MotionPlanner(MotionPlannerConfig(time_parameterization=limits)).plan_to_joints(
+        READY, goal, PlanningWorld().with_boxes(block), np.array(STOW_HAND_JOINT_ANGLES_RAD), seed=0)
+    assert planned.success and len(planned.path_rad) >= 3, planned.reason  # a detour around the block
+    result = at_ready.move(planned.trajectory)
+    assert result.success, result.reason
+    assert np.abs(at_ready.state().positions_rad - goal).max() < TOL_RAD
+    assert np.abs(sim_robot.q() - goal).max() < TOL_RAD
+
+
+def test_dense_trajectories_are_thinned_to_corners_and_spaced_waypoints():
+    from getagrip_ros.robot.franky_arm import key_waypoints
+
+    t = np.arange(0.0, 2.001, 0.01)  # two straight legs (corner at t = 1 s) sampled every 10 ms
+    q = np.zeros((len(t), 7))
+    q[:, 0] = np.minimum(t, 1.0)
+    q[:, 1] = np.maximum(t - 1.0, 0.0)
+    keep = key_waypoints(t, q, 0.2)
+    assert keep[0] == 0 and keep[-1] == len(t) - 1 and 100 in keep  # ends and the corner
+    assert (np.diff(t[keep]) > 0.1).all() and 9 <= len(keep) <= 12  # only corners and the end come closer than 0.2 s
+    checked = check_trajectory(JointTrajectory(ARM_JOINT_NAMES, t, READY + q), FrankyArmConfig(host="127.0.0.1"))
+    np.testing.assert_array_equal(checked.times_ms, np.round(t[keep] * 1000).astype(int))
+    assert np.abs(checked.velocities_rad_s[keep.tolist().index(100)]).max() == 0.0  # turns at rest
