@@ -48,6 +48,9 @@ class GraspStagesConfig:
 
     hand_shape_s: float = 1.0
     """Start hand joints -> pre-grasp hand joints, before the arm moves."""
+    approach_s: float = 3.0
+    """Shortest approach: a faster one is slowed down to this (the public code times it to 3.0 s); a longer one,
+    needed by the velocity and acceleration limits, is kept."""
     close_s: float = 0.5
     """Pre-grasp -> closed hand (the closing target is `MotionPlannerConfig.closing.close_distance_m`)."""
     lift_m: float = 0.20
@@ -60,7 +63,7 @@ class GraspStagesConfig:
     """Largest joint change between two lift points (more means the IK jumped to another branch)."""
 
     def __post_init__(self) -> None:
-        for name in ("hand_shape_s", "close_s", "lift_m", "lift_s", "lift_step_m", "max_lift_joint_step_rad"):
+        for name in ("hand_shape_s", "approach_s", "close_s", "lift_m", "lift_s", "lift_step_m", "max_lift_joint_step_rad"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"GraspStagesConfig.{name} must be > 0, got {getattr(self, name)}")
 
@@ -329,9 +332,14 @@ class MotionPlanner:
                 return GraspMotionResult(False, StatusCode.NO_RESULT,
                                          f"none of {len(grasps)} grasps has both an approach and a lift; last: {lift.reason}",
                                          attempts=attempts, timings_s=result.timings_s)
+        approach = result.trajectory
+        if approach.duration_s < cfg.approach_s:  # slower everywhere: still within every limit
+            approach = JointTrajectory(approach.joint_names, approach.times_s * cfg.approach_s / approach.duration_s,
+                                       approach.positions_rad)
+            result.trajectory = approach
         result.stages = GraspStages(
             hand_shape=JointTrajectory.linear(HAND_JOINT_NAMES, hand_start, result.hand_pregrasp_rad, cfg.hand_shape_s),
-            approach=result.trajectory,
+            approach=approach,
             close=JointTrajectory.linear(HAND_JOINT_NAMES, result.hand_pregrasp_rad, result.hand_closed_rad, cfg.close_s),
             lift=lift.trajectory)
         return result

@@ -24,7 +24,7 @@ def test_stages_join_up_and_the_lift_goes_straight_up(cube_plan, motion_planner)
     np.testing.assert_allclose(stages.close.positions_rad[0], cube_plan.hand_pregrasp_rad)
     np.testing.assert_allclose(stages.close.positions_rad[-1], cube_plan.hand_closed_rad)
     np.testing.assert_allclose(stages.lift.positions_rad[0], stages.approach.positions_rad[-1])
-    assert stages.close.duration_s == 0.5 and stages.lift.duration_s >= 1.0
+    assert stages.close.duration_s == 0.5 and stages.lift.duration_s >= 1.0 and stages.approach.duration_s >= 3.0
 
     robot = RobotCollisionModel()
     T0 = robot.frame_pose(stages.lift.positions_rad[0], PALM_LINK)
@@ -34,6 +34,14 @@ def test_stages_join_up_and_the_lift_goes_straight_up(cube_plan, motion_planner)
     assert np.abs(poses[:, :3, :3] - T0[:3, :3]).max() < 0.02  # orientation kept
     assert (np.diff(poses[:, 2, 3]) >= -1e-4).all()
     assert_within_limits(stages.lift.times_s, stages.lift.positions_rad, motion_planner.config.time_parameterization)
+
+
+def test_a_short_approach_is_slowed_to_the_public_timing(motion_planner, cube_world, cube_grasps):
+    slow = MotionPlanner(MotionPlannerConfig(stages=GraspStagesConfig(approach_s=20.0)))
+    result = slow.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, seed=0)
+    fast = motion_planner.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, seed=0)
+    assert result.stages.approach.duration_s == 20.0 and fast.stages.approach.duration_s < 20.0
+    np.testing.assert_allclose(result.stages.approach.positions_rad, fast.stages.approach.positions_rad)
 
 
 def test_grasps_whose_lift_is_out_of_reach_are_refused_with_reasons(cube_world, cube_grasps):
