@@ -6,20 +6,24 @@ floating-hand world; a method's success rate is the mean y_PGS of those executio
 as failures). Samplers and evaluators without a model file are left out.
 
     python benchmarks/bench_evaluator_evidence.py --objects tabletop-20 --bps-evaluator runs/eval/best.pt \\
-        --fixed-grasps fixed.npz [--bps-sampler runs/sampler/best.pt] [--out evidence.json]
+        --fixed-grasps fixed.npz [--bps-sampler runs/sampler/best.pt] [--samplers fixed,diffusion] [--out evidence.json]
+
+Objects can be split over processes (``--objects`` takes names) and the parts joined with
+``--merge part1.json part2.json --out evidence.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 
 import numpy as np
 
 from getagrip_ros.cli.generate import resolve_objects
-from getagrip_ros.data.evaluate import EvaluationConfig, Method, evaluate_methods, result_rows, summarize
+from getagrip_ros.data.evaluate import EvaluationConfig, Method, ObjectResult, evaluate_methods, result_rows, summarize
 from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object
 from getagrip_ros.data.labels import LabelConfig
 from getagrip_ros.objects.catalog import object_by_name
@@ -39,11 +43,22 @@ def main() -> None:
     parser.add_argument("--perturbations", type=int, default=5)
     parser.add_argument("--refinement-iterations", type=int, default=EvaluationConfig.refinement_iterations,
                         help="with an evaluator (paper: 50)")
+    parser.add_argument("--samplers", default="heuristic,fixed,diffusion",
+                        help="samplers to judge (those without a model file are left out)")
     parser.add_argument("--out", type=Path, help="write every result as JSON")
+    parser.add_argument("--merge", nargs="+", type=Path, help="join the JSON files of earlier runs instead of running")
     args = parser.parse_args()
+    if args.merge:
+        rows = [row for path in args.merge for row in json.loads(path.read_text())["results"]]
+        results = [ObjectResult(**{**row, "grasp_success": tuple(row["grasp_success"]),
+                                   "predicted_y_pgs": tuple(math.nan if v is None else v for v in row["predicted_y_pgs"])})
+                   for row in rows]
+        _report(results, args.out)
+        return
 
     files = ModelFiles(bps_evaluator=args.bps_evaluator, fixed_grasps=args.fixed_grasps, bps_sampler=args.bps_sampler)
-    samplers = ["heuristic"] + (["fixed"] if args.fixed_grasps else []) + (["diffusion"] if args.bps_sampler else [])
+    available = {"heuristic": True, "fixed": bool(args.fixed_grasps), "diffusion": bool(args.bps_sampler)}
+    samplers = [s for s in args.samplers.split(",") if available.get(s)]
     evaluators = ["none"] + (["bps"] if args.bps_evaluator else [])
     methods = [Method(s, e) for s in samplers for e in evaluators]
     planner = GraspPlanner(GraspPlannerConfig(num_samples=args.num_samples, models=files))
@@ -61,12 +76,16 @@ def main() -> None:
                                lambda name, method: print(f"  {name}: {method}", flush=True))
     print(f"\n{len(objects)} objects, {args.grasps_per_object} grasps x {args.perturbations} executions each, "
           f"{time.perf_counter() - start:.0f} s")
-    print(f"{'method':28s} {'success':>8s} {'plans failed':>13s}")
+    _report(results, args.out)
+
+
+def _report(results: list[ObjectResult], out: Path | None) -> None:
+    print(f"{'method':28s} {'success':>8s} {'objects':>8s} {'plans failed':>13s}")
     for method, row in summarize(results).items():
-        print(f"{method:28s} {100 * row['success_rate']:7.1f}% {row['plans_failed']:>13d}")
-    if args.out:
-        args.out.write_text(json.dumps({"methods": summarize(results), "results": result_rows(results)}, indent=1))
-        print(f"wrote {args.out}")
+        print(f"{method:28s} {100 * row['success_rate']:7.1f}% {row['objects']:>8d} {row['plans_failed']:>13d}")
+    if out:
+        out.write_text(json.dumps({"methods": summarize(results), "results": result_rows(results)}, indent=1))
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """getagrip-plan-grasps: plan grasps for an object point cloud file or a trained NeRF, without ROS.
 
-    getagrip-plan-grasps cloud.npy --num-grasps 40 --out grasps.npz --image grasps.png
+    getagrip-plan-grasps cloud.npy --num-grasps 40 --out grasps.npz --image grasps.png   # shipped fixed set + evaluator
     getagrip-plan-grasps cloud.npy --sampler fixed --fixed-grasps set.npz --evaluator bps --bps-evaluator best.pt
     getagrip-plan-grasps --nerf runs/.../config.yml --sampler diffusion --bps-sampler s.pt --evaluator nerf \
         --nerf-evaluator n.pt
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from getagrip_ros.models.shipped import default_method
 from getagrip_ros.planning.planner import EVALUATORS, SAMPLERS, GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
 
 
@@ -37,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frame-id", default="world", help="frame of the cloud and of the grasps")
     parser.add_argument("--num-grasps", type=int, default=40)
     parser.add_argument("--num-samples", type=int, default=GraspPlannerConfig.num_samples)
-    parser.add_argument("--sampler", default="heuristic", choices=SAMPLERS)
-    parser.add_argument("--evaluator", default="none", choices=EVALUATORS)
+    sampler, evaluator = default_method()
+    parser.add_argument("--sampler", default=sampler, choices=SAMPLERS,
+                        help=f"default {sampler!r} (the shipped models when installed, else the geometric sampler)")
+    parser.add_argument("--evaluator", default=evaluator, choices=EVALUATORS, help=f"default {evaluator!r}")
     parser.add_argument("--iterations", type=int, default=50, help="refinement iterations (with an evaluator)")
     parser.add_argument("--diffusion-steps", type=int, default=GraspPlannerConfig().diffusion.num_steps)
     for field in dataclasses.fields(ModelFiles):

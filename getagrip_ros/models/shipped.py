@@ -25,3 +25,14 @@ def resolve_model_file(setting: str, value: str) -> str:
     if setting not in SHIPPED_FILES:
         raise ValueError(f"getagrip_ros ships no {setting}; give a file (models.{setting})")
     return str(WEIGHTS_DIR / SHIPPED_FILES[setting])
+
+
+def shipped_available(*settings: str) -> bool:
+    """True when the package holds the shipped file of every named setting (e.g. "bps_evaluator")."""
+    return all(setting in SHIPPED_FILES and (WEIGHTS_DIR / SHIPPED_FILES[setting]).is_file() for setting in settings)
+
+
+def default_method() -> tuple[str, str]:
+    """(sampler, evaluator) of the CLI and the demo: the shipped fixed set ranked by the shipped BPS evaluator
+    (the best method of the evidence in MODEL_CARD.md), or the geometric sampler unranked where they are missing."""
+    return ("fixed", "bps") if shipped_available("fixed_grasps", "bps_evaluator") else ("heuristic", "none")

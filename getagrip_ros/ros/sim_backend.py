@@ -116,8 +116,11 @@ class SimBackend:
         return poll
 
     def mark_time(self) -> None:
-        """Physics time spent in a goal is not caught up afterwards."""
+        """After a goal: its physics time is not caught up, and hand setpoints that arrived during it are dropped
+        (the hand must not jump to a stale command)."""
         self._last_step_wall = time.monotonic()
+        with self._target_lock:
+            self._hand_target = None
 
     def close(self) -> None:
         try:
