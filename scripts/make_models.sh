@@ -15,14 +15,17 @@ mkdir -p "$OUT" "$WEIGHTS"
 
 "$PY/getagrip-generate" --objects procedural:train,pybullet-random:train --grasps-per-object 96 --shuffle \
   --workers "$WORKERS" --out "$RUN"
-"$PY/getagrip-generate" --out "$RUN" --merge "$OUT/data.h5" --histograms "$OUT/label_histograms.png" \
+"$PY/getagrip-generate" --out "$RUN" --merge "$OUT/data.h5" --histograms docs/data/label_histograms.png \
   --fixed-grasps "$WEIGHTS/fixed_grasps.npz"
 "$PY/getagrip-train" bps-evaluator --dataset "$OUT/data.h5" --output-dir "$OUT/bps_evaluator" \
-  --hidden-width 512 --epochs 30
+  --hidden-width 512 --epochs 20
 "$PY/getagrip-train" bps-sampler --dataset "$OUT/data.h5" --output-dir "$OUT/bps_sampler" \
-  --batch-size 128 --epochs 400
+  --batch-size 128 --epochs 300
 "$PY/getagrip-train" export "$OUT/bps_evaluator/best.pt" "$WEIGHTS/bps_evaluator.pt" --half
 "$PY/getagrip-train" export "$OUT/bps_sampler/best.pt" "$WEIGHTS/bps_sampler.pt" --half
-"$PY/python" benchmarks/bench_evaluator_evidence.py --objects tabletop-20 \
+"$PY/python" benchmarks/bench_evaluator_evidence.py --objects tabletop-20 --samplers fixed,diffusion \
   --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
   --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$OUT/evidence.json"
+"$PY/python" benchmarks/bench_dataset_size.py --dataset "$OUT/data.h5" --out-dir "$OUT/ablation" --epochs 3 \
+  --hidden-width 512 --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --png docs/data/dataset_size.png \
+  --objects tabletop20/apple,tabletop20/yellow_cup,tabletop20/green_tea,tabletop20/red_mug,tabletop20/spray_bottle,tabletop20/red_box,tabletop20/dragon,tabletop20/minion,tabletop20/bunny,tabletop20/dino
