@@ -81,7 +81,8 @@ rclpy.init()
 node = rclpy.create_node("hand_driver_probe")
 executor = SingleThreadedExecutor()
 executor.add_node(node)
-threading.Thread(target=executor.spin, daemon=True).start()
+spinner = threading.Thread(target=executor.spin, daemon=True)
+spinner.start()
 hand = AllegroTopicHand(node, AllegroTopicConfig(command_topic=sys.argv[1], command_type=sys.argv[2], settle_s=3.0,
                                                    state_timeout_s=5.0))  # CI machines may be loaded
 deadline = time.monotonic() + 20
@@ -103,6 +104,7 @@ err_start = float(np.abs(hand.state().positions_rad - start.positions_rad).max()
 print(json.dumps({"names": list(start.joint_names), "there": [there.success, there.reason], "err_goal": err_goal,
                   "back": [back.success, back.reason], "err_start": err_start}), flush=True)
 executor.shutdown()
+spinner.join(timeout=5)
 node.destroy_node()
 rclpy.try_shutdown()
 """
