@@ -37,6 +37,8 @@ setup(
             "getagrip-demo = getagrip_ros.demo:main",
             "getagrip-train = getagrip_ros.cli.train:main",
             "getagrip-generate = getagrip_ros.cli.generate:main",
+            "getagrip = getagrip_ros.cli.getagrip:main",
+            "grasp_task_node = getagrip_ros.ros.grasp_task_node:main",
         ],
     },
 )

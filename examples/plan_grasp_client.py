@@ -1,6 +1,6 @@
 """Call the plan_grasp action from your own node: send an object point cloud, print the ranked grasps.
 
-    ros2 launch getagrip_ros plan_grasp.launch.py      # or: plan_grasp_node --ros-args --params-file ...
+    ros2 launch getagrip_ros planner.launch.py      # or: plan_grasp_node --ros-args --params-file ...
     python examples/plan_grasp_client.py cloud.npy --sampler fixed --evaluator bps
 
 cloud.npy holds (N, 3) object points in metres, in a z-up frame whose table top is at z = 0 (here "world").

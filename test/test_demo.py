@@ -1,22 +1,20 @@
-"""`make demo` end to end: simulated camera -> plan_grasp node over ROS 2 -> grasp trials in MuJoCo."""
+"""`make demo` end to end: the single-process stack, a grasp_object goal over ROS 2, the trial bag and its report."""
 
-import json
-
-import numpy as np
+from pathlib import Path
 
 from getagrip_ros import demo
+from getagrip_ros.trials.bag import read_bag
 
 
-def test_demo_plans_over_ros_tries_grasps_in_simulation_and_records_them(tmp_path, capsys):
-    assert demo.main(["--out", str(tmp_path), "--num-grasps", "4", "--num-samples", "256", "--object", "tabletop20/cube"]) == 0
+def test_demo_runs_the_whole_task_and_writes_the_bag_and_the_report(tmp_path, capsys):
+    args = ["--out", str(tmp_path), "--object", "tabletop20/cube", "--num-images", "40", "--num-samples", "512",
+            "--real-time-factor", "4"]
+    assert demo.main(args) == 0
     out = capsys.readouterr().out
-    assert "4 grasps" in out and "NOT yet in this build" in out
-    record = json.loads((tmp_path / "trials.json").read_text())
-    assert record["object"] == "tabletop20/cube" and len(record["trials"]) == 4
-    assert len(record["grasps_37d_world"]) == 4 and len(record["grasps_37d_world"][0]) == 37
-    assert record["lifted"] == sum(t["success"] for t in record["trials"])
-    assert f"{record['lifted']}/4 grasps lifted" in out
-    assert record["physics"]["scene"]["gains"]["hand_kp"][1] == 0.6667  # published gains are recorded
-    assert np.load(tmp_path / "object_points_world.npy").shape[1] == 3
-    png = (tmp_path / "grasps.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    for stage in ("capture", "perception", "grasp_planning", "motion_planning", "execution", "scoring"):
+        assert f"stage {stage}" in out
+    assert "LIFTED the object" in out and "agrees with the executor" in out
+    bags = list((tmp_path / "trials").iterdir())
+    assert len(bags) == 1 and read_bag(bags[0]).outcome["success"]
+    png = Path(tmp_path / "report.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000

@@ -135,3 +135,16 @@ def world_with_mesh(name: str, vertices_m: np.ndarray, faces: np.ndarray, T_worl
                     with_table: bool = True) -> PlanningWorld:
     """The table (optional) and one object mesh placed at T_world_object."""
     return PlanningWorld((table_box(),) if with_table else (), (ObjectMesh(name, vertices_m, faces, T_world_object),))
+
+
+def load_object_mesh(path: str) -> ObjectMesh:
+    """A collision mesh file in the world frame; ValueError when it cannot be read or is empty."""
+    import trimesh
+
+    try:
+        mesh = trimesh.load(path, force="mesh")
+    except Exception as err:  # noqa: BLE001 - trimesh raises many kinds
+        raise ValueError(f"cannot read the object mesh {path!r}: {type(err).__name__}: {err}") from None
+    if len(mesh.faces) == 0:
+        raise ValueError(f"the object mesh {path!r} has no faces")
+    return ObjectMesh("object", np.asarray(mesh.vertices), np.asarray(mesh.faces), np.eye(4))

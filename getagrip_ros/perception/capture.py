@@ -79,6 +79,9 @@ class CaptureConfig:
     object). Use a large value to always move directly."""
     home_arm_rad: tuple[float, ...] = FR3_Q_READY_RAD
     """Arm configuration (fr3_joint1..7) used as the via point, high above the table."""
+    return_home: bool = True
+    """After the last image move the arm to home_arm_rad (where the grasp's motion then starts: the last capture
+    pose may leave no room for the hand to open)."""
     max_joint_error_rad: float = 0.05
     """A pose counts as reached when, after settling, every joint is this close to its target."""
     min_table_clearance_m: float = 0.01
@@ -457,6 +460,13 @@ def capture_images(arm: Arm, camera: Camera, trajectory: CaptureTrajectory, data
         result.status, result.dataset_dir = StatusCode.SUCCEEDED, writer.dataset_dir
         result.reason = (f"captured {len(poses)} images at {total} reachable poses of {result.num_planned} planned"
                          + (f"; {len(result.skipped)} skipped" if result.skipped else ""))
+        if config.return_home:
+            home = np.asarray(config.home_arm_rad, float)[[ARM_JOINT_NAMES.index(n) for n in mover.names]]
+            try:
+                with timer.stage("motion"):
+                    mover.move_to(home)
+            except _Skip as skip:
+                result.reason += f"; the arm did not return home: {skip.reason}"
     except _Stopped:
         result.status, result.reason = StatusCode.CANCELED, f"cancelled after {len(poses)} of {total} images; arm stopped"
     except StageError as err:

@@ -10,7 +10,9 @@ Allegro driver topics (commands as `sensor_msgs/JointState` on ``hand.command_to
 names) so the hand topic driver can be run against it. ``hardware`` - the FR3 through franky and the
 Allegro hand through its driver's topics (`AllegroTopicHand`).
 
-Publishes ``joint_states`` (the whole robot). A `std_msgs/Bool` on ``estop_topic`` set to true stops
+Publishes ``joint_states`` (the whole robot) and, with the sim backend, ``sim/object_state`` (the object's
+pose and the robot links touching it: ground truth the trial recorder and the scorer use).
+A `std_msgs/Bool` on ``estop_topic`` set to true stops
 every motion and refuses new ones until false is published.
 """
 
@@ -27,17 +29,19 @@ from sensor_msgs.msg import JointState as JointStateMsg
 from std_msgs.msg import Bool, Float64MultiArray
 
 from getagrip_interfaces.action import ExecuteGrasp, PlanMotion
+from getagrip_interfaces.msg import ObjectState
 from getagrip_ros.execution.executor import ExecutionConfig, ExecutionResult, GraspExecutor
 from getagrip_ros.execution.safety import EStop, SafetyConfig, SafetyMonitor
 from getagrip_ros.motion.curobo_backend import CuroboBackend, CuroboUnavailableError
 from getagrip_ros.motion.planner import GraspStages, GraspStagesConfig, MotionPlanner, MotionPlannerConfig
-from getagrip_ros.motion.world import ObjectMesh, PlanningWorld, table_box
+from getagrip_ros.motion.world import PlanningWorld, load_object_mesh, table_box
 from getagrip_ros.robot.allegro import WONIK_JOINT_NAMES, WONIK_TO_GETAGRIP, reorder_by_name
 from getagrip_ros.robot.description import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
 from getagrip_ros.ros.allegro_topic_hand import AllegroTopicConfig, AllegroTopicHand, to_driver_order
 from getagrip_ros.ros.conversions import (
-    grasp_msgs_to_core, joint_state_msg, joint_trajectory_from_msg, joint_trajectory_to_msg, timings_to_msgs,
+    grasp_msgs_to_core, joint_state_msg, joint_trajectory_from_msg, joint_trajectory_to_msg, pose_from_matrix,
+    timings_to_msgs,
 )
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.sim_backend import SimBackend, SimBackendConfig
@@ -92,19 +96,6 @@ class GraspExecutionNodeConfig:
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
 
 
-def load_object_mesh(path: str) -> ObjectMesh:
-    """A collision mesh file in the world frame; ValueError when it cannot be read or is empty."""
-    import trimesh
-
-    try:
-        mesh = trimesh.load(path, force="mesh")
-    except Exception as err:  # noqa: BLE001 - trimesh raises many kinds
-        raise ValueError(f"cannot read the object mesh {path!r}: {type(err).__name__}: {err}") from None
-    if len(mesh.faces) == 0:
-        raise ValueError(f"the object mesh {path!r} has no faces")
-    return ObjectMesh("object", np.asarray(mesh.vertices), np.asarray(mesh.faces), np.eye(4))
-
-
 def stages_from_goal(goal: ExecuteGrasp.Goal) -> GraspStages:
     return GraspStages(*(joint_trajectory_from_msg(getattr(goal, name), name)
                          for name in ("hand_shape", "approach", "close", "lift")))
@@ -150,6 +141,7 @@ class GraspExecutionNode(Node):
             self.arm, self.hand = self.sim.arm, self.sim.hand
             hand = cfg.hand
             self._hand_state_pub = self.create_publisher(JointStateMsg, hand.state_topic, 10)
+            self._object_pub = self.create_publisher(ObjectState, "sim/object_state", 50)
             self.create_subscription(JointStateMsg, hand.command_topic, self._on_hand_joint_state, 10, callback_group=group)
             self.create_subscription(Float64MultiArray, cfg.sim_hand_array_topic, self._on_hand_array, 10,
                                      callback_group=group)
@@ -184,8 +176,21 @@ class GraspExecutionNode(Node):
     def _measured(self) -> tuple[np.ndarray, np.ndarray]:
         return self._run(lambda: (self.arm.state().positions_rad, self.hand.state().positions_rad))
 
-    def _publish_state(self, arm_state, hand_state) -> None:
+    def _object_state(self) -> ObjectState:
+        """Sim thread: the object's pose and the robot links touching it (normal force per link, newtons)."""
+        world = self.sim.world
+        touching = world.object_contacts()
+        links = {k: v for k, v in touching.items() if k != "world"}
+        msg = ObjectState(pose=pose_from_matrix(world.object_pose()), touching_links=list(links),
+                          normal_forces_n=[float(v) for v in links.values()], touches_table="world" in touching)
+        msg.header.frame_id = self.config.world_frame
+        return msg
+
+    def _publish_state(self, arm_state, hand_state, object_state: ObjectState | None = None) -> None:
         now = self.get_clock().now().to_msg()
+        if object_state is not None:
+            object_state.header.stamp = now
+            self._object_pub.publish(object_state)
         self.state_pub.publish(joint_state_msg(
             tuple(arm_state.joint_names) + tuple(hand_state.joint_names),
             np.concatenate([arm_state.positions_rad, hand_state.positions_rad]),
@@ -203,7 +208,8 @@ class GraspExecutionNode(Node):
         try:
             if self.sim is not None:
                 self.sim.run(self.sim.advance_idle)
-            states = self._run(lambda: (self.arm.state(), self.hand.state()))
+            states = self._run(lambda: (self.arm.state(), self.hand.state(),
+                                        self._object_state() if self.sim is not None else None))
         except Exception as err:  # noqa: BLE001 - a silent driver must not stop the node
             self.get_logger().warning(f"no robot state: {err}", throttle_duration_sec=5.0)
             return
@@ -347,7 +353,7 @@ class GraspExecutionNode(Node):
             def publish_now_and_then() -> None:  # joint_states during motions (every 50 ms of simulated time)
                 ticks[0] += 1
                 if ticks[0] % 5 == 0:
-                    self._publish_state(self.arm.state(), self.hand.state())
+                    self._publish_state(self.arm.state(), self.hand.state(), self._object_state())
 
             should_stop = self.sim.paced(cancelled, publish_now_and_then)
         else:

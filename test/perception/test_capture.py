@@ -204,7 +204,15 @@ def test_poses_below_the_table_are_skipped_without_moving_and_do_not_abort(tmp_p
     assert result.success and result.num_captured == 3, result.reason
     assert [i for i, _ in result.skipped] == [1, 2, 3]
     assert "not attempted: link_6.0 would be at z = -0.033 m, below the table clearance" in result.skipped[0][1]
-    assert arm.moves == 3 * 2  # a move and a settle per captured pose, none for the skipped ones
+    assert arm.moves == 3 * 2 + 2  # a move and a settle per captured pose, none for the skipped ones; then home
+    assert np.allclose(arm.state().positions_rad, FR3_Q_READY_RAD)  # where the grasp's motion starts
+
+
+def test_the_arm_stays_at_the_last_pose_without_return_home(tmp_path):
+    trajectory = _trajectory()
+    arm = FakeArm()
+    assert capture_images(arm, FakeCamera(), trajectory, tmp_path / "ds", CaptureConfig(min_images=3, return_home=False)).success
+    assert np.allclose(arm.state().positions_rad, trajectory.arm_joints_rad[-1])
 
 
 def test_poses_into_the_object_keep_out_are_skipped(tmp_path):

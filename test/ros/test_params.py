@@ -28,6 +28,7 @@ NODE_CONFIGS = {  # node name (= its YAML file and top-level key) -> the datacla
     "train_nerf": "getagrip_ros.ros.train_nerf_node:TrainNerfNodeConfig",
     "extract_object": "getagrip_ros.ros.extract_object_node:ExtractObjectNodeConfig",
     "grasp_execution": "getagrip_ros.ros.grasp_execution_node:GraspExecutionNodeConfig",
+    "grasp_task": "getagrip_ros.ros.grasp_task_node:GraspTaskNodeConfig",
 }
 
 

@@ -1,0 +1,131 @@
+"""`getagrip`: bring the stack up, run the benchmark, summarise trial bags.
+
+    getagrip bringup --profile sim [--arg object=tabletop20/cube] [--param plan_grasp:num_samples=1024]
+    getagrip benchmark --objects tabletop-20 --methods fixed+bps,fixed+none --trials 1 --out bench/
+    getagrip trials summarize DIR
+    getagrip trials report BAG [--out report.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def _pairs(items: list[str], what: str) -> dict[str, object]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"{what} {item!r}: expected name=value")
+        out[key] = yaml.safe_load(value) if value else ""
+    return out
+
+
+def _bringup(args: argparse.Namespace) -> int:
+    from getagrip_ros.bringup.single_process import run_profile
+
+    extra: dict[str, dict[str, object]] = {}
+    for node_and_param, value in _pairs(args.param, "--param").items():
+        node, sep, param = node_and_param.partition(":")
+        if not sep:
+            raise SystemExit(f"--param {node_and_param!r}: expected node:parameter=value")
+        extra.setdefault(node, {})[param] = value
+    arguments = {k: str(v) for k, v in _pairs(args.arg, "--arg").items()}
+    run_profile(args.profile, arguments, extra)
+    return 0
+
+
+def _benchmark(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from getagrip_ros.task.benchmark import BenchmarkProtocol, load_protocol, resolve_objects, run_benchmark
+    from getagrip_ros.task.config import GraspTaskConfig
+
+    if args.protocol:
+        protocol = load_protocol(args.protocol)
+    else:
+        if not args.objects:
+            raise SystemExit("give --objects (a named set, a folder of meshes or names) or --protocol")
+        task = GraspTaskConfig(perception=args.perception, num_images=args.num_images, num_grasps=args.num_grasps)
+        protocol = BenchmarkProtocol(objects=resolve_objects(args.objects), methods=tuple(args.methods.split(",")),
+                                     trials_per_object=args.trials, task=task)
+    total = len(protocol.objects) * len(protocol.methods) * protocol.trials_per_object
+    print(f"[benchmark] protocol {protocol.hash()}: {len(protocol.objects)} objects x {len(protocol.methods)} methods x "
+          f"{protocol.trials_per_object} trials -> {args.out}")
+    with tqdm(total=total, unit="trial", desc="benchmark") as bar:
+        def on_trial(name: str, result) -> None:
+            bar.update(1)
+            bar.write(f"  {name}: {'LIFTED' if result.success else 'failed'} ({result.status.name}: {result.reason[:90]})")
+
+        results = run_benchmark(protocol, args.out, on_trial)
+    bar.close()
+    for method, m in sorted(results["summary"]["methods"].items()):
+        print(f"  {method:<18} {m['successes']:3d}/{m['trials']:<3d} = {100 * m['success_rate']:5.1f}%")
+    print(f"[benchmark] results: {Path(args.out) / 'results.json'}, {results['plot']}")
+    return 0
+
+
+def _trials(args: argparse.Namespace) -> int:
+    if args.trials_command == "summarize":
+        from getagrip_ros.trials.summary import format_table, summarize_folder
+
+        rows, summary, plot = summarize_folder(args.folder, args.out)
+        print(format_table(rows))
+        for method, m in sorted(summary["methods"].items()):
+            print(f"{method:<18} {m['successes']}/{m['trials']} = {100 * m['success_rate']:.1f}%")
+        if summary["scorer_disagreements"]:
+            print(f"scorer disagrees with the executor on: {', '.join(summary['scorer_disagreements'])}")
+        if summary["incomplete_bags"]:
+            print(f"incomplete (crashed) trials: {', '.join(summary['incomplete_bags'])}")
+        print(f"wrote {Path(args.out or args.folder) / 'summary.json'} and {plot}")
+        return 0
+    from getagrip_ros.trials.report import write_report
+
+    print(f"wrote {write_report(args.bag, args.out or Path(args.bag) / 'report.png')}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="getagrip", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("bringup", help="every node of a profile in one process (one executor)")
+    up.add_argument("--profile", default="sim", help="sim | hardware | planner")
+    up.add_argument("--arg", action="append", default=[], help="launch argument name=value (as in the launch files)")
+    up.add_argument("--param", action="append", default=[], help="node:dotted.parameter=value")
+    up.set_defaults(run=_bringup)
+
+    bench = sub.add_parser("benchmark", help="the full simulated task over objects and methods (frozen protocol)")
+    bench.add_argument("--objects", help="tabletop-20, a folder of meshes, or comma-separated catalog names")
+    bench.add_argument("--methods", default="fixed+none,fixed+bps,diffusion+none,diffusion+bps", help="sampler+evaluator,...")
+    bench.add_argument("--trials", type=int, default=1, help="trials per object and method")
+    bench.add_argument("--perception", default="depth", help="depth | nerf")
+    bench.add_argument("--num-images", type=int, default=100)
+    bench.add_argument("--num-grasps", type=int, default=40)
+    bench.add_argument("--protocol", help="a protocol.yaml to run or resume (overrides the options above)")
+    bench.add_argument("--out", type=Path, default=Path("benchmark"))
+    bench.set_defaults(run=_benchmark)
+
+    trials = sub.add_parser("trials", help="read trial bags")
+    tsub = trials.add_subparsers(dest="trials_command", required=True)
+    summ = tsub.add_parser("summarize", help="a table and plots over every trial bag under a folder")
+    summ.add_argument("folder", type=Path)
+    summ.add_argument("--out", type=Path, help="where summary.json / summary.png go (default: the folder)")
+    rep = tsub.add_parser("report", help="a PNG report of one trial bag")
+    rep.add_argument("bag", type=Path)
+    rep.add_argument("--out", type=Path)
+    trials.set_defaults(run=_trials)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        print(f"getagrip {args.command}: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Typed settings of the grasp task (units: seconds, metres)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from getagrip_ros.trials.scoring import ScoringConfig
+
+PERCEPTION_BACKENDS = ("depth", "nerf")
+
+
+@dataclass(frozen=True)
+class StageTimeouts:
+    """Wall-clock budget of each stage; a stage over its budget ends the trial with TIMEOUT."""
+
+    capture_s: float = 600.0
+    perception_s: float = 1800.0
+    """NeRF training on a CPU takes minutes; depth fusion seconds."""
+    grasp_planning_s: float = 300.0
+    motion_planning_s: float = 60.0
+    execution_s: float = 120.0
+
+    def of(self, stage: str) -> float:
+        return float(getattr(self, f"{stage}_s"))
+
+
+@dataclass(frozen=True)
+class GraspTaskConfig:
+    """What one trial does; recorded (with its hash) in every trial bag."""
+
+    perception: str = "depth"
+    """depth (fused depth images, fast on CPU) | nerf (nerfacto trained on the images)."""
+    num_images: int = 100
+    """Poses planned on the capture spirals (unreachable ones are dropped)."""
+    sampler: str = "fixed"
+    evaluator: str = "bps"
+    num_grasps: int = 40
+    """Ranked grasps handed to motion planning (the first with a feasible motion is executed)."""
+    planner: str = "ompl"
+    """Arm motion planner: ompl (CPU) | curobo (GPU)."""
+    seed: int = 0
+    trials_dir: str = "trials"
+    """Every trial bag goes under this folder."""
+    record_image_stride: int = 1
+    """Record every n-th capture image in the bag (1 = all)."""
+    timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+
+    def __post_init__(self) -> None:
+        if self.perception not in PERCEPTION_BACKENDS:
+            raise ValueError(f"unknown perception backend {self.perception!r}; known: {list(PERCEPTION_BACKENDS)}")
+        if self.num_grasps < 1 or self.num_images < 1 or self.record_image_stride < 1:
+            raise ValueError("num_grasps, num_images and record_image_stride must be >= 1")
+
+    def hash(self) -> str:
+        """Short stable hash of every setting (recorded with each trial, compared by the benchmark)."""
+        import hashlib
+        import json
+
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,96 @@
+"""The grasp task end to end in this process: the simulated FR3 + Allegro capture, perceive, plan, move and lift
+the cube; every trial - also failed, timed-out and cancelled ones - ends with a closed, scored trial bag."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from getagrip_ros.planning.planner import GraspPlannerConfig
+from getagrip_ros.status import StatusCode
+from getagrip_ros.task.config import GraspTaskConfig, StageTimeouts
+from getagrip_ros.task.grasp_task import GraspTask
+from getagrip_ros.task.local_stages import LocalSimConfig, LocalSimStages
+from getagrip_ros.trials.bag import read_bag
+from getagrip_ros.trials.report import write_report
+
+pytest.importorskip("ompl")
+CUBE_AT = np.array([0.65, 0.0, 0.0])
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory):
+    s = LocalSimStages(LocalSimConfig(object_name="tabletop20/cube", planner=GraspPlannerConfig(num_samples=512),
+                                      work_dir=str(tmp_path_factory.mktemp("work"))))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def config(tmp_path):
+    return GraspTaskConfig(trials_dir=str(tmp_path), num_images=40, num_grasps=20)
+
+
+def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(stages, config, tmp_path):
+    seen = []
+    result = GraspTask(stages, config).run(CUBE_AT, "cube_01", feedback=lambda stage, p, d: seen.append((stage, p)))
+    assert result.status == StatusCode.SUCCEEDED and result.success, result.reason
+    assert result.scored_success is True and result.scorer_agrees, result.score_reason
+    assert [s for s, _ in dict.fromkeys(seen)] and [s for s in dict.fromkeys(s for s, _ in seen)] == [
+        "capture", "perception", "grasp_planning", "motion_planning", "execution", "scoring"]
+    progress = [p for _, p in seen]
+    assert progress == sorted(progress) and progress[-1] == 1.0
+    assert set(result.timings_s) == {"capture", "perception", "grasp_planning", "motion_planning", "execution"}
+
+    bag = read_bag(tmp_path / "cube_01")
+    assert bag.complete and bag.outcome["success"] and bag.outcome["scorer_agrees"]
+    meta = bag.metadata
+    assert meta["object"] == "tabletop20/cube" and meta["method"]["sampler"] == config.sampler
+    assert meta["config_hash"] == config.hash() and "mujoco" in meta["versions"] and meta["seed"] == config.seed
+    counts = {t: len(bag.topic(t)) for t in ("/camera/image_raw", "/camera/camera_info", "/tf", "/object/points", "/object/bps",
+                                             "/grasps/candidates", "/grasps/chosen", "/motion/approach", "/motion/lift",
+                                             "/joint_states", "/sim/object_state")}
+    assert counts["/camera/image_raw"] == counts["/tf"] == counts["/camera/camera_info"] >= 10, counts
+    assert counts["/grasps/candidates"] == 20 and counts["/grasps/chosen"] == 1 and counts["/sim/object_state"] > 50, counts
+    chosen = bag.topic("/grasps/chosen")[0].msg
+    np.testing.assert_allclose(np.asarray(chosen.vector), result.chosen_grasp, atol=1e-5)
+    z = [s.msg.pose.position.z for s in bag.topic("/sim/object_state")]
+    assert z[-1] - z[0] > 0.15  # the recorded ground truth shows the lift
+    assert write_report(tmp_path / "cube_01", tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_a_stage_that_fails_still_leaves_a_closed_bag_with_the_reason(stages, config, tmp_path):
+    far = np.array([2.5, 0.0, 0.0])  # nothing of the spiral around it is reachable
+    result = GraspTask(stages, config).run(far, "unreachable")
+    assert not result.success and result.status == StatusCode.NO_RESULT and result.stage == "capture", result.reason
+    bag = read_bag(tmp_path / "unreachable")
+    assert bag.complete and bag.outcome["status"] == "NO_RESULT" and bag.outcome["stage"] == "capture"
+    assert bag.outcome["scored_success"] is None
+
+
+def test_cancel_stops_the_trial_and_is_recorded(stages, config, tmp_path):
+    calls = []
+
+    def cancel_after_capture() -> bool:
+        calls.append(1)
+        return any(s == "perception" for s in seen)
+
+    seen = []
+    result = GraspTask(stages, config).run(CUBE_AT, "cancelled", cancelled=cancel_after_capture,
+                                           feedback=lambda stage, p, d: seen.append(stage))
+    assert result.status == StatusCode.CANCELED and result.stage in ("perception", "grasp_planning"), result.reason
+    assert read_bag(tmp_path / "cancelled").outcome["status"] == "CANCELED"
+
+
+def test_a_stage_over_its_budget_times_out(stages, config, tmp_path):
+    tight = replace(config, timeouts=StageTimeouts(capture_s=0.5))
+    result = GraspTask(stages, tight).run(CUBE_AT, "timeout")
+    assert result.status == StatusCode.TIMEOUT and result.stage == "capture", (result.status, result.reason)
+    assert read_bag(tmp_path / "timeout").outcome["status"] == "TIMEOUT"
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="perception"):
+        GraspTaskConfig(perception="lidar")
+    with pytest.raises(ValueError):
+        GraspTaskConfig(num_grasps=0)
