@@ -49,7 +49,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         protocol = load_protocol(args.protocol)
     else:
         if not args.objects:
-            raise SystemExit("give --objects (a named set, a folder of meshes or names) or --protocol")
+            raise ValueError("give --objects (a named set, a folder of meshes or names) or --protocol")
         task = GraspTaskConfig(perception=args.perception, num_images=args.num_images, num_grasps=args.num_grasps)
         protocol = BenchmarkProtocol(objects=resolve_objects(args.objects), methods=tuple(args.methods.split(",")),
                                      trials_per_object=args.trials, task=task)

@@ -36,6 +36,8 @@ class PlanStatus(IntEnum):
     """A joint goal outside the joint limits."""
     LIFT_INFEASIBLE = 7
     """The pre-grasp is reachable but the straight lift from it is not (IK, joint jumps or collisions)."""
+    REFUSED = 8
+    """Planned, but the caller's check (e.g. the safety layer's workspace box) refused the stages."""
 
 
 @dataclass(frozen=True)

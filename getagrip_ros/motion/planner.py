@@ -15,6 +15,7 @@ with a status and a reason (e.g. a start state in collision).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -298,9 +299,11 @@ class MotionPlanner:
         return PlannedMotion(True, StatusCode.SUCCEEDED, "", trajectory, np.stack(path), path[-1], timer.durations_s)
 
     def plan_grasp_motion(self, q_start_arm_rad: np.ndarray, q_start_hand_rad: np.ndarray, world: PlanningWorld,
-                          grasps: Grasp, seed: int = 0) -> GraspMotionResult:
+                          grasps: Grasp, seed: int = 0,
+                          check: Callable[[GraspStages], list[str]] | None = None) -> GraspMotionResult:
         """`plan_grasps` plus the other stages: the best-ranked grasp whose approach and lift both have plans, with
-        its `GraspStages` (hand shaping from q_start_hand_rad (16,), approach, close, lift)."""
+        its `GraspStages` (hand shaping from q_start_hand_rad (16,), approach, close, lift). `check(stages)` may
+        refuse a plan with reasons (e.g. the safety layer's checks); the next-ranked grasp is then tried."""
         hand_start = np.asarray(q_start_hand_rad, dtype=float)
         if hand_start.shape != (16,) or not np.isfinite(hand_start).all():
             raise ValueError(f"q_start_hand_rad: expected 16 finite hand joints (rad), got shape {np.shape(q_start_hand_rad)}")
@@ -324,25 +327,28 @@ class MotionPlanner:
             lift = self.plan_lift(result.q_goal_arm_rad, result.hand_pregrasp_rad, world)
             result.timings_s = {k: result.timings_s.get(k, 0.0) + lift.timings_s.get(k, 0.0)
                                 for k in {*result.timings_s, *lift.timings_s}}
+            refusal = (PlanStatus.LIFT_INFEASIBLE, lift.reason)
             if lift.success:
-                break
-            attempts[-1] = GraspAttempt(result.grasp_index, PlanStatus.LIFT_INFEASIBLE, lift.reason, attempts[-1].planning_time_s)
+                approach = result.trajectory
+                if approach.duration_s < cfg.approach_s:  # slower everywhere: still within every limit
+                    approach = JointTrajectory(approach.joint_names, approach.times_s * cfg.approach_s / approach.duration_s,
+                                               approach.positions_rad)
+                    result.trajectory = approach
+                result.stages = GraspStages(
+                    hand_shape=JointTrajectory.linear(HAND_JOINT_NAMES, hand_start, result.hand_pregrasp_rad, cfg.hand_shape_s),
+                    approach=approach,
+                    close=JointTrajectory.linear(HAND_JOINT_NAMES, result.hand_pregrasp_rad, result.hand_closed_rad, cfg.close_s),
+                    lift=lift.trajectory)
+                problems = check(result.stages) if check is not None else []
+                if not problems:
+                    return result
+                refusal = (PlanStatus.REFUSED, "; ".join(problems))
+            attempts[-1] = GraspAttempt(result.grasp_index, refusal[0], refusal[1], attempts[-1].planning_time_s)
             offset = result.grasp_index + 1
             if offset >= len(grasps):
                 return GraspMotionResult(False, StatusCode.NO_RESULT,
-                                         f"none of {len(grasps)} grasps has both an approach and a lift; last: {lift.reason}",
-                                         attempts=attempts, timings_s=result.timings_s)
-        approach = result.trajectory
-        if approach.duration_s < cfg.approach_s:  # slower everywhere: still within every limit
-            approach = JointTrajectory(approach.joint_names, approach.times_s * cfg.approach_s / approach.duration_s,
-                                       approach.positions_rad)
-            result.trajectory = approach
-        result.stages = GraspStages(
-            hand_shape=JointTrajectory.linear(HAND_JOINT_NAMES, hand_start, result.hand_pregrasp_rad, cfg.hand_shape_s),
-            approach=approach,
-            close=JointTrajectory.linear(HAND_JOINT_NAMES, result.hand_pregrasp_rad, result.hand_closed_rad, cfg.close_s),
-            lift=lift.trajectory)
-        return result
+                                         f"none of {len(grasps)} grasps has an approach and a lift that pass every check; "
+                                         f"last: {refusal[1]}", attempts=attempts, timings_s=result.timings_s)
 
     @staticmethod
     def _failure(plans: list[GoalPlan]) -> tuple[StatusCode, str]:

@@ -291,7 +291,8 @@ class GraspExecutionNode(Node):
         if goal.timeout_s > 0:
             planner = MotionPlanner(replace(planner.config, total_time_limit_s=float(goal.timeout_s)), planner.backend)
         try:
-            planned = planner.plan_grasp_motion(q_arm, q_hand, world, grasps, seed=0)
+            planned = planner.plan_grasp_motion(  # only plans the safety layer will accept
+                q_arm, q_hand, world, grasps, seed=0, check=lambda stages: self.safety.check_stages(stages, q_arm, q_hand, world))
         except ValueError as err:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         goal_handle.publish_feedback(PlanMotion.Feedback(grasps_tried=len(planned.attempts), grasps_total=len(grasps)))

@@ -171,7 +171,9 @@ class LocalSimStages:
         planner = MotionPlanner(replace(self.config.motion, stages=self.config.stages,
                                         total_time_limit_s=max(budget.remaining_s(), 1e-3)))
         arm, hand = self.arm.state().positions_rad, self.hand.state().positions_rad
-        planned = planner.plan_grasp_motion(arm, hand, self._planning_world, plan.grasps, seed=config.seed)
+        safety = SafetyMonitor(self.config.safety)  # only plans the executor will accept
+        planned = planner.plan_grasp_motion(arm, hand, self._planning_world, plan.grasps, seed=config.seed,
+                                            check=lambda stages: safety.check_stages(stages, arm, hand, self._planning_world))
         rejected = [f"{a.grasp_index}: {a.status.name}: {a.reason}" for a in planned.rejected]
         if not planned.success:
             raise StageError(planned.status, planned.reason)

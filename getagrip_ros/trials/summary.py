@@ -24,7 +24,7 @@ def trial_row(bag_path: Path) -> dict[str, Any]:
     meta, outcome = bag.metadata, bag.outcome or {}
     method = meta.get("method", {})
     return {
-        "trial": meta.get("trial", bag_path.name), "path": str(bag_path), "object": meta.get("object", "?"),
+        "trial": bag_path.name, "path": str(bag_path), "object": meta.get("object", "?"),
         "method": f"{method.get('sampler', '?')}+{method.get('evaluator', '?')}", "perception": method.get("perception", "?"),
         "seed": meta.get("seed"), "config_hash": meta.get("config_hash", ""),
         "success": outcome.get("success"), "scored_success": outcome.get("scored_success"),

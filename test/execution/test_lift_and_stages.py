@@ -50,11 +50,30 @@ def test_grasps_whose_lift_is_out_of_reach_are_refused_with_reasons(cube_world, 
     planner = MotionPlanner(MotionPlannerConfig(stages=GraspStagesConfig(lift_m=0.9)))
     result = planner.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, seed=0)
     assert not result.success and result.stages is None
-    assert "none of 4 grasps has both an approach and a lift" in result.reason
+    assert "none of 4 grasps has an approach and a lift that pass every check" in result.reason
     assert [a.grasp_index for a in result.attempts] == sorted(a.grasp_index for a in result.attempts)
     lifts = [a for a in result.attempts if a.status == PlanStatus.LIFT_INFEASIBLE]
     assert lifts and lifts[0].grasp_index == 0
     assert all(a.reason.startswith(("no IK for the lift at", "the lift IK jumps")) for a in lifts)
+
+
+def test_a_check_that_refuses_a_plan_makes_the_planner_try_the_next_grasp(motion_planner, cube_world, cube_grasps):
+    """What plan_motion does with the safety layer: a refused plan is never returned, the next-ranked grasp is tried."""
+    first = motion_planner.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, seed=0)
+    seen = []
+
+    def refuse_the_first(stages) -> list[str]:
+        seen.append(stages)
+        return ["outside the workspace box"] if len(seen) == 1 else []
+
+    result = motion_planner.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, seed=0, check=refuse_the_first)
+    assert result.success and result.grasp_index > first.grasp_index and len(seen) == 2
+    refused = [a for a in result.rejected if a.status == PlanStatus.REFUSED]
+    assert [a.grasp_index for a in refused] == [first.grasp_index] and refused[0].reason == "outside the workspace box"
+    never = motion_planner.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, seed=0,
+                                             check=lambda stages: ["no"])
+    assert not never.success and never.stages is None and "pass every check" in never.reason
+    assert any(a.status == PlanStatus.REFUSED and a.reason == "no" for a in never.attempts)
 
 
 def test_a_measured_hand_slightly_beyond_a_limit_is_moved_onto_it(motion_planner, cube_world, cube_grasps):
