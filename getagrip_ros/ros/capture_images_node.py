@@ -3,8 +3,9 @@ nerfstudio dataset (translates CaptureImages goals for the core :func:`getagrip_
 
 Parameters mirror :class:`CaptureNodeConfig` (see config/capture_images.yaml). Backends: ``sim`` (a MuJoCo
 world with the FR3, the wrist camera and one catalog object; between goals its physics runs in real
-time) and ``hardware`` (the FR3 through franky and the ZED 2i; not in this build: goals end
-NOT_IMPLEMENTED). Publishes, per image: ``camera/image_raw`` (sensor_msgs/Image, rgb8) and
+time) and ``hardware`` (the FR3 through franky, connected for each goal; the Allegro hand through its
+driver's topics; the ZED 2i through the ZED SDK, opened when a goal needs it).
+Publishes, per image: ``camera/image_raw`` (sensor_msgs/Image, rgb8) and
 ``camera/camera_info`` with frame_id = the camera's optical frame, ``camera/pose``
 (geometry_msgs/PoseStamped, T_world_camera_optical in the world frame), the same pose on ``/tf``
 (unless ``publish_camera_tf`` is off); and ``joint_states`` (sensor_msgs/JointState) of the robot.
@@ -23,6 +24,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from tf2_msgs.msg import TFMessage
 
 from getagrip_interfaces.action import CaptureImages
+from getagrip_ros.perception.cameras import CameraUnavailable
 from getagrip_ros.perception.capture import CaptureConfig, CaptureRequest, CaptureResult, run_capture
 from getagrip_ros.perception.capture_trajectory import SpiralConfig
 from getagrip_ros.robot.description import LEFT_OPTICAL_FRAME
@@ -36,13 +38,12 @@ from getagrip_ros.ros.conversions import (
     transform_stamped_from_matrix,
 )
 from getagrip_ros.ros.params import declare_config
+from getagrip_ros.ros.hardware import HandTopicParams, HardwareParams, HardwareRobot, ZedParams
 from getagrip_ros.ros.sim_backend import SimBackend, SimBackendConfig
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.status import StatusCode
 
 BACKENDS = ("sim", "hardware")
-HARDWARE_MISSING = ("the 'hardware' backend (FR3 through franky, ZED 2i through pyzed) is not available in this build: "
-                    "the franky arm driver comes in a later issue; use backend 'sim'")
 _SPIRAL = SpiralConfig()
 
 
@@ -76,7 +77,7 @@ class CaptureNodeConfig:
     """Parameters of the capture_images node (read at start-up)."""
 
     backend: str = "sim"
-    """Robot and camera: "sim" (MuJoCo world) or "hardware" (FR3 + ZED 2i; not in this build)."""
+    """Robot and camera: "sim" (MuJoCo world) or "hardware" (FR3 + Allegro + ZED 2i)."""
     world_frame: str = "world"
     """frame_id of the published camera poses (the robot base fr3_link0 is the world frame)."""
     state_rate_hz: float = 20.0
@@ -85,6 +86,10 @@ class CaptureNodeConfig:
     """Also publish world_frame -> camera optical frame on /tf per image (turn off when a
     robot_state_publisher publishes the robot's frames: a frame must have one parent)."""
     sim: SimBackendConfig = field(default_factory=SimBackendConfig)
+    hardware: HardwareParams = field(default_factory=HardwareParams)
+    hand: HandTopicParams = field(default_factory=HandTopicParams)
+    """hardware: the Allegro driver's topics (the hand takes the curled capture posture)."""
+    zed: ZedParams = field(default_factory=ZedParams)
     spiral: SpiralParams = field(default_factory=SpiralParams)
     capture: CaptureConfig = field(default_factory=CaptureConfig)
 
@@ -102,7 +107,7 @@ class CaptureImagesNode(Node):
         self.config = declare_config(self, CaptureNodeConfig())
         self._closing = False
         self._busy = threading.Lock()  # one capture at a time; further goals wait their turn
-        self.backend: SimBackend | None = None
+        self.backend: SimBackend | HardwareRobot | None = None
         self.unavailable: tuple[StatusCode, str] | None = None
         self.spiral: SpiralConfig | None = None
         try:
@@ -116,7 +121,7 @@ class CaptureImagesNode(Node):
                 reason = f"the simulated world could not be built: {type(err).__name__}: {err}"
                 self.unavailable = (StatusCode.HARDWARE_ERROR, reason)
         elif self.config.backend == "hardware":
-            self.unavailable = (StatusCode.NOT_IMPLEMENTED, HARDWARE_MISSING)
+            self.backend = HardwareRobot(self, self.config.hardware, self.config.hand, self.config.zed)
         else:
             self.unavailable = (StatusCode.INVALID_GOAL, f"unknown backend {self.config.backend!r}; known: {list(BACKENDS)}")
 
@@ -145,6 +150,8 @@ class CaptureImagesNode(Node):
             return
         try:
             state = self.backend.run(self.backend.advance_idle)
+        except Exception:  # noqa: BLE001 - hardware: the arm is released between goals
+            return
         finally:
             self._busy.release()
         self._publish_state(state)
@@ -166,8 +173,14 @@ class CaptureImagesNode(Node):
             outcome = CaptureResult(*self.unavailable, None)
         else:
             with self._busy:
+                problem = self.backend.prepare() if isinstance(self.backend, HardwareRobot) else ""
                 try:
-                    outcome = self.backend.run(self._capture, goal_handle, goal_handle.request)
+                    if problem:
+                        outcome = CaptureResult(StatusCode.HARDWARE_ERROR, problem, None)
+                    else:
+                        outcome = self.backend.run(self._capture, goal_handle, goal_handle.request)
+                except CameraUnavailable as err:
+                    outcome = CaptureResult(StatusCode.HARDWARE_ERROR, f"the camera is not available: {err}", None)
                 except Exception as err:  # noqa: BLE001 - the node keeps serving
                     outcome = CaptureResult(StatusCode.INTERNAL_ERROR, f"{type(err).__name__}: {err}", None)
                 self.backend.mark_time()
@@ -177,7 +190,7 @@ class CaptureImagesNode(Node):
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
     def _capture(self, goal_handle, goal: CaptureImages.Goal) -> CaptureResult:
-        """Runs in the simulation thread."""
+        """Runs in the simulation thread (sim backend)."""
         backend = self.backend
 
         def on_image(index: int, total: int, image, T_world_camera: np.ndarray) -> None:

@@ -35,10 +35,11 @@ from getagrip_ros.execution.safety import EStop, SafetyConfig, SafetyMonitor
 from getagrip_ros.motion.curobo_backend import CuroboBackend, CuroboUnavailableError
 from getagrip_ros.motion.planner import GraspStages, GraspStagesConfig, MotionPlanner, MotionPlannerConfig
 from getagrip_ros.motion.world import PlanningWorld, load_object_mesh, table_box
-from getagrip_ros.robot.allegro import WONIK_JOINT_NAMES, WONIK_TO_GETAGRIP, reorder_by_name
+from getagrip_ros.robot.allegro import WONIK_TO_GETAGRIP, reorder_by_name
 from getagrip_ros.robot.description import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
-from getagrip_ros.ros.allegro_topic_hand import AllegroTopicConfig, AllegroTopicHand, to_driver_order
+from getagrip_ros.ros.allegro_topic_hand import AllegroTopicHand, to_driver_order
+from getagrip_ros.ros.hardware import HandTopicParams, HardwareParams
 from getagrip_ros.ros.conversions import (
     grasp_msgs_to_core, joint_state_msg, joint_trajectory_from_msg, joint_trajectory_to_msg, pose_from_matrix,
     timings_to_msgs,
@@ -50,28 +51,6 @@ from getagrip_ros.status import StatusCode
 
 BACKENDS = ("sim", "hardware")
 PLANNERS = ("ompl", "curobo")
-
-
-@dataclass(frozen=True)
-class HandTopicParams:
-    """The Allegro driver's topics (`AllegroTopicConfig`): used by the hardware backend, served by the sim."""
-
-    command_topic: str = AllegroTopicConfig.command_topic
-    command_type: str = AllegroTopicConfig.command_type
-    state_topic: str = AllegroTopicConfig.state_topic
-    command_joint_names: tuple[str, ...] = WONIK_JOINT_NAMES
-    rate_hz: float = AllegroTopicConfig.rate_hz
-
-    def topic_config(self) -> AllegroTopicConfig:
-        return AllegroTopicConfig(self.command_topic, self.command_type, self.state_topic, tuple(self.command_joint_names),
-                                  self.rate_hz)
-
-
-@dataclass(frozen=True)
-class HardwareParams:
-    franky_host: str = "172.16.0.2"
-    """FCI address of the FR3."""
-    relative_dynamics_factor: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -265,7 +244,24 @@ class GraspExecutionNode(Node):
         q = np.asarray(msg.position, float)
         return reorder_by_name(q, list(msg.name), ARM_JOINT_NAMES), reorder_by_name(q, list(msg.name), HAND_JOINT_NAMES)
 
+    def _release_arm(self) -> None:
+        """Hardware: disconnect after a goal so that the capture node can take the arm (see ros.hardware)."""
+        if self.sim is None and self.config.hardware.release_arm_between_goals and self.arm is not None:
+            self.arm.close()
+
     def plan_motion(self, goal_handle) -> PlanMotion.Result:
+        try:
+            return self._plan_motion(goal_handle)
+        finally:
+            self._release_arm()
+
+    def execute_grasp(self, goal_handle) -> ExecuteGrasp.Result:
+        try:
+            return self._execute_grasp(goal_handle)
+        finally:
+            self._release_arm()
+
+    def _plan_motion(self, goal_handle) -> PlanMotion.Result:
         goal = goal_handle.request
         result = PlanMotion.Result(grasp_index=-1)
         if self.unavailable is not None:
@@ -309,7 +305,7 @@ class GraspExecutionNode(Node):
                         f"grasp {planned.grasp_index} planned ({len(planned.rejected)} better-ranked refused)")
 
     # -- execute_grasp ---------------------------------------------------------------------------
-    def execute_grasp(self, goal_handle) -> ExecuteGrasp.Result:
+    def _execute_grasp(self, goal_handle) -> ExecuteGrasp.Result:
         result = ExecuteGrasp.Result(stage="validation", lifted=False)
         if self.unavailable is not None:
             return end_goal(self, goal_handle, result, *self.unavailable)

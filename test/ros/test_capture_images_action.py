@@ -133,19 +133,21 @@ def test_cancel_stops_the_arm_and_ends_canceled(rclpy_node, client, server, tmp_
     assert status == GoalStatus.STATUS_SUCCEEDED, result.status.reason
 
 
-def test_hardware_backend_fails_goals_with_a_reason(ros_env, rclpy_node, tmp_path):
+def test_hardware_backend_without_a_robot_fails_goals_with_the_reason(ros_env, rclpy_node, tmp_path):
+    """FR3 through franky, Allegro topics, ZED 2i: with no robot at the address every goal ends HARDWARE_ERROR, saying why."""
     args = ["--ros-args", "--params-file", str(config_path("capture_images.yaml")), "-p", "backend:=hardware",
-            "-r", "__node:=capture_images_hw", "-r", "capture_images:=capture_images_hw"]
+            "-p", "hardware.franky_host:=127.0.0.1", "-r", "__node:=capture_images_hw", "-r", "capture_images:=capture_images_hw"]
     with NodeProcess("getagrip_ros.ros.capture_images_node", args, env=ros_env,
                      log_path=tmp_path / "hw.out") as proc:
-        assert proc.wait_for_output("every goal will fail", timeout_s=60), proc.output()
+        assert proc.wait_for_output("capture_images ready (FR3 at 127.0.0.1 through franky", timeout_s=60), proc.output()
         client = ActionClient(rclpy_node, CaptureImages, "capture_images_hw")
         try:
             assert client.wait_for_server(timeout_sec=20)
             spin_for(rclpy_node, 1.0)  # let discovery finish both ways, or the goal response can be lost
-            status, result = call_action(rclpy_node, client, goal(tmp_path / "ds"), timeout_s=30)
+            status, result = call_action(rclpy_node, client, goal(tmp_path / "ds"), timeout_s=60)
         finally:
             client.destroy()
-        assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.NOT_IMPLEMENTED
-        assert "franky" in result.status.reason and proc.process.poll() is None
+        assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.HARDWARE_ERROR
+        assert "the FR3 at 127.0.0.1 is not reachable" in result.status.reason and proc.process.poll() is None
+        assert not (tmp_path / "ds").exists()  # nothing moved, nothing written
     assert proc.process.returncode == 0, proc.output()
