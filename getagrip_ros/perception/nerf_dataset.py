@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from getagrip_ros.serialization import json_default
+
 TRANSFORMS_FILE = "transforms.json"
 IMAGES_DIR = "images"
 DEPTH_DIR = "depth"
@@ -232,7 +234,7 @@ class NerfDatasetWriter:
         path = self.dataset_dir / TRANSFORMS_FILE
         tmp = path.with_name(f".{TRANSFORMS_FILE}.tmp")
         with open(tmp, "w") as f:
-            json.dump(transforms, f, indent=1, default=_json_default)
+            json.dump(transforms, f, indent=1, default=json_default)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -250,16 +252,6 @@ class NerfDatasetWriter:
                 folder.rmdir()
         if self._created_dir and self.dataset_dir.is_dir() and not any(self.dataset_dir.iterdir()):
             self.dataset_dir.rmdir()
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def write_nerf_dataset(dataset_dir: str | Path, rgb: Sequence[np.ndarray] | np.ndarray, K: np.ndarray,

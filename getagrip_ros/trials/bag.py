@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from mcap.exceptions import McapError
-from mcap.stream_reader import StreamReader
 from mcap.records import Channel, Message, Schema
+from mcap.stream_reader import StreamReader
 from mcap.writer import CompressionType, Writer
+
+from getagrip_ros.serialization import json_default
 
 BAG_FORMAT_VERSION = 9  # rosbag2 metadata version (Jazzy)
 METADATA_NAME = "getagrip_trial"
@@ -50,7 +52,7 @@ def _interfaces_msg_dir() -> Path:
 @lru_cache(maxsize=1)
 def typestore():
     """The ROS 2 Jazzy typestore with getagrip_interfaces' messages registered."""
-    from rosbags.typesys import Stores, get_typestore, get_types_from_msg
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
     store = get_typestore(Stores.ROS2_JAZZY)
     msg_dir = _interfaces_msg_dir()
@@ -138,7 +140,7 @@ class TrialBagWriter:
     def write_json(self, topic: str, value: Any, stamp_ns: int | None = None) -> None:
         """A JSON document as std_msgs/String (metadata, events, the outcome)."""
         String = typestore().types["std_msgs/msg/String"]
-        self.write(topic, String(data=json.dumps(value, default=_json_default)), stamp_ns)
+        self.write(topic, String(data=json.dumps(value, default=json_default)), stamp_ns)
 
     def _write_metadata(self) -> None:
         tmp = self.path / "metadata.yaml.tmp"
@@ -159,18 +161,6 @@ class TrialBagWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _json_default(value: Any) -> Any:
-    import numpy as np
-
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 @dataclass
