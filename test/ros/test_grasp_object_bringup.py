@@ -86,3 +86,34 @@ def test_cancel_and_bad_goals_end_with_a_reason_and_the_server_keeps_serving(rcl
     assert result.status.code == Status.INVALID_GOAL and "exists" in result.status.reason
     time.sleep(0.5)
     assert stack[0].process.poll() is None
+
+
+def test_the_hardware_profile_without_a_robot_records_a_failed_trial_with_the_reason(ros_env, rclpy_node, tmp_path):
+    """The same nodes on the robot's backends; with no FR3 at the address the trial ends in capture, recorded."""
+    env = {**ros_env, "ROS_DOMAIN_ID": str((int(ros_env["ROS_DOMAIN_ID"]) + 1) % 100)}  # apart from the sim stack
+    command = [sys.executable, "-m", "getagrip_ros.cli.getagrip", "bringup", "--profile", "hardware",
+               "--arg", f"trials_dir={tmp_path / 'trials'}", "--param", f"grasp_task:work_dir={tmp_path / 'work'}",
+               "--param", "capture_images:hardware.franky_host=127.0.0.1",
+               "--param", "grasp_execution:hardware.franky_host=127.0.0.1"]
+    script = f"""
+import rclpy
+from rclpy.action import ActionClient
+from getagrip_interfaces.action import GraspObject
+from getagrip_ros.ros.client import call_action
+rclpy.init()
+node = rclpy.create_node("hw_client")
+goal = GraspObject.Goal(trial_name="hw")
+goal.object_position.header.frame_id = "world"
+goal.object_position.point.x = 0.65
+status, result = call_action(node, ActionClient(node, GraspObject, "grasp_object"), goal, timeout_s=120)
+print("RESULT", status, result.status.code, result.stage, result.trial_bag_path, "|", result.status.reason)
+"""
+    with NodeProcess("bringup_hw", env=env, command=command, log_path=tmp_path / "hw.out") as proc:
+        assert proc.wait_for_output("[bringup] profile hardware", 180), proc.output()
+        client = NodeProcess("client", env=env, command=[sys.executable, "-c", script], log_path=tmp_path / "client.out")
+        with client:
+            assert client.wait_for_output("RESULT", 150), client.output() + proc.output()[-2000:]
+        line = client.output().split("RESULT", 1)[1]
+    assert f" {Status.HARDWARE_ERROR} capture " in line and "the FR3 at 127.0.0.1 is not reachable" in line, line
+    bag = read_bag(tmp_path / "trials" / "hw")
+    assert bag.complete and bag.outcome["status"] == "HARDWARE_ERROR" and bag.outcome["stage"] == "capture"
