@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = sub.add_parser("benchmark", help="the full simulated task over objects and methods (frozen protocol)")
     bench.add_argument("--objects", help="tabletop-20, a folder of meshes, or comma-separated catalog names")
-    bench.add_argument("--methods", "--method", dest="methods", default="fixed+none,fixed+bps,diffusion+none,diffusion+bps", help="sampler+evaluator,...")
+    bench.add_argument("--methods", "--method", dest="methods", default="fixed+none,fixed+bps,diffusion+none,diffusion+bps",
+                       help="sampler+evaluator,...")
     bench.add_argument("--trials", type=int, default=1, help="trials per object and method")
     bench.add_argument("--perception", default="depth", help="depth | nerf")
     bench.add_argument("--num-images", type=int, default=100)

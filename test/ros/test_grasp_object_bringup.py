@@ -95,7 +95,7 @@ def test_the_hardware_profile_without_a_robot_records_a_failed_trial_with_the_re
                "--arg", f"trials_dir={tmp_path / 'trials'}", "--param", f"grasp_task:work_dir={tmp_path / 'work'}",
                "--param", "capture_images:hardware.franky_host=127.0.0.1",
                "--param", "grasp_execution:hardware.franky_host=127.0.0.1"]
-    script = f"""
+    script = """
 import rclpy
 from rclpy.action import ActionClient
 from getagrip_interfaces.action import GraspObject
