@@ -3,7 +3,8 @@
 Runs the core `task.GraspTask` with stages that call the stack's own actions - ``capture_images``,
 ``train_nerf`` (NeRF perception), ``extract_object``, ``plan_grasp``, ``plan_motion``, ``execute_grasp`` -
 so each stage stays callable on its own. While the robot moves it records ``joint_states`` and, in
-simulation, ``sim/object_state`` into the trial bag; the bag path is in the result. Parameters mirror
+simulation, ``sim/object_state`` into the trial bag; the bag path is in the result. After each trial it
+publishes RViz markers on ``trial_markers`` (latched): the executed grasp and the outcome as text. Parameters mirror
 :class:`GraspTaskNodeConfig` (config/grasp_task.yaml).
 """
 
@@ -19,15 +20,19 @@ import numpy as np
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState as JointStateMsg
+from visualization_msgs.msg import MarkerArray
 
 from getagrip_interfaces.action import CaptureImages, ExecuteGrasp, ExtractObject, GraspObject, PlanGrasp, PlanMotion, TrainNerf
 from getagrip_interfaces.msg import ObjectState
 from getagrip_ros.execution.executor import ExecutionResult
 from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
+from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, HAND_LINK_NAMES, PALM_LINK
 from getagrip_ros.ros.action_calls import call_in_node
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.ros.markers import grasp_markers, outcome_marker
 from getagrip_ros.ros.conversions import (
     grasp_msgs_to_core, grasps_to_msgs, joint_trajectory_from_msg, joint_trajectory_to_msg, matrix_from_pose,
     point_cloud2_to_numpy, numpy_to_point_cloud2, timings_to_msgs,
@@ -73,6 +78,7 @@ class RosTaskStages:
             ("capture_images", CaptureImages), ("train_nerf", TrainNerf), ("extract_object", ExtractObject),
             ("plan_grasp", PlanGrasp), ("plan_motion", PlanMotion), ("execute_grasp", ExecuteGrasp))}
         self.trial_dir = Path()
+        self.hand = AllegroHand()
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "ros", "object": self.node.config.object_label or "unknown",
@@ -167,6 +173,8 @@ class GraspTaskNode(Node):
         self.task = GraspTask(self.stages, replace(self.config.task, trials_dir=trials_dir))
         self.create_subscription(JointStateMsg, "joint_states", self._on_joint_state, 50, callback_group=self.group)
         self.create_subscription(ObjectState, "sim/object_state", self._on_object_state, 50, callback_group=self.group)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.marker_pub = self.create_publisher(MarkerArray, "trial_markers", latched)
         self.server = accepting_action_server(self, GraspObject, "grasp_object", self.execute, self.group)
         self.get_logger().info(f"grasp_task ready (trials in {self.task.config.trials_dir})")
 
@@ -227,11 +235,16 @@ class GraspTaskNode(Node):
         result.scored_success = bool(outcome.scored_success)
         result.scorer_agrees = outcome.scorer_agrees is not False
         result.timings = timings_to_msgs(outcome.timings_s)
+        markers = MarkerArray()
         if outcome.chosen_grasp is not None:
             from getagrip_ros.grasp.grasp import Grasp
 
-            result.executed_grasp = grasps_to_msgs(Grasp.from_vector(outcome.chosen_grasp[None], self.config.world_frame),
-                                                   outcome.chosen_labels[None])[0]
+            executed = Grasp.from_vector(outcome.chosen_grasp[None], self.config.world_frame)
+            result.executed_grasp = grasps_to_msgs(executed, outcome.chosen_labels[None])[0]
+            markers = grasp_markers(executed, outcome.chosen_labels[None, 0], self.stages.hand, namespace="executed_grasp")
+        verdict = "LIFTED" if outcome.success else f"{outcome.status.name} in {outcome.stage}"
+        markers.markers.append(outcome_marker(f"{name}: {verdict}", position, outcome.success, self.config.world_frame))
+        self.marker_pub.publish(markers)
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
 

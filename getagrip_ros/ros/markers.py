@@ -68,3 +68,15 @@ def grasp_markers(grasps: Grasp, scores: np.ndarray, hand: AllegroHand, stamp: T
             skeleton.points += points(xyz for pair in zip(path[:-1], path[1:]) for xyz in pair)
         out.markers += [palm, spheres, dirs, skeleton]
     return out
+
+
+def outcome_marker(text: str, position_m: np.ndarray, success: bool, frame_id: str = "world", stamp: Time | None = None,
+                   namespace: str = "trial_outcome") -> Marker:
+    """A trial's outcome as text 30 cm above the object: green when the object was lifted, red otherwise."""
+    m = Marker(header=Header(frame_id=frame_id, stamp=stamp or Time()), ns=namespace, id=0, type=Marker.TEXT_VIEW_FACING,
+               action=Marker.ADD, text=text,
+               color=ColorRGBA(r=0.1, g=0.8, b=0.2, a=1.0) if success else ColorRGBA(r=0.9, g=0.15, b=0.1, a=1.0))
+    m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in np.asarray(position_m) + [0.0, 0.0, 0.3])
+    m.pose.orientation.w = 1.0
+    m.scale.z = 0.04
+    return m

@@ -17,6 +17,14 @@ from getagrip_ros.ros.processes import NodeProcess
 from getagrip_ros.trials.bag import read_bag
 
 pytest.importorskip("ompl")
+def spin_until(node, condition, timeout_s: float) -> None:
+    import rclpy
+
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.1)
+
+
 STAGES = ["capture", "perception", "grasp_planning", "motion_planning", "execution", "scoring"]
 
 
@@ -70,6 +78,19 @@ def test_grasp_object_lifts_the_cube_and_records_the_trial(rclpy_node, client, s
         assert bag.topic(topic), topic
     assert len(bag.topic("/joint_states")[0].msg.name) == 23  # arm + hand, from the execution node's topic
     assert bag.topic("/sim/object_state")[-1].msg.pose.position.z > 0.15
+
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from visualization_msgs.msg import Marker, MarkerArray
+
+    received = []
+    sub = rclpy_node.create_subscription(MarkerArray, "trial_markers", received.append,
+                                         QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    try:
+        spin_until(rclpy_node, lambda: received, 20)
+    finally:
+        rclpy_node.destroy_subscription(sub)
+    texts = [m.text for m in received[-1].markers if m.type == Marker.TEXT_VIEW_FACING]
+    assert texts == ["cube_ros: LIFTED"] and any(m.ns == "executed_grasp" for m in received[-1].markers)
 
 
 def test_cancel_and_bad_goals_end_with_a_reason_and_the_server_keeps_serving(rclpy_node, client, stack):
