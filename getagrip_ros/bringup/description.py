@@ -41,7 +41,10 @@ def _node(name: str, cls: str, **parameters: object) -> NodeSpec:
 
 
 def _profile_nodes(backend: str) -> tuple[NodeSpec, ...]:
-    return (_node("capture_images", "CaptureImagesNode", backend=backend),
+    # In simulation the capture and execution nodes each hold a world; grasp_execution's is the robot whose
+    # joint_states the trials record, so the capture node publishes its own only while it captures.
+    idle_states = {"state_rate_hz": 0.0} if backend == "sim" else {}
+    return (_node("capture_images", "CaptureImagesNode", backend=backend, **idle_states),
             _node("train_nerf", "TrainNerfNode"),
             _node("extract_object", "ExtractObjectNode"),
             _node("plan_grasp", "PlanGraspNode"),

@@ -92,7 +92,7 @@ class GraspExecutionNode(Node):
         self.arm = self.hand = None
         self.unavailable: tuple[StatusCode, str] | None = None
         group = ReentrantCallbackGroup()
-        self.state_pub = self.create_publisher(JointStateMsg, "joint_states", 10)
+        self.state_pub = self.create_publisher(JointStateMsg, "joint_states", 100)
         self.planner = MotionPlanner(MotionPlannerConfig(planning_time_limit_s=cfg.planning_time_limit_s,
                                                          stages=cfg.stages, world_frame=cfg.world_frame))
         self._curobo_planner: MotionPlanner | None = None
@@ -120,7 +120,7 @@ class GraspExecutionNode(Node):
             self.arm, self.hand = self.sim.arm, self.sim.hand
             hand = cfg.hand
             self._hand_state_pub = self.create_publisher(JointStateMsg, hand.state_topic, 10)
-            self._object_pub = self.create_publisher(ObjectState, "sim/object_state", 50)
+            self._object_pub = self.create_publisher(ObjectState, "sim/object_state", 1000)  # none lost to a slow recorder
             self.create_subscription(JointStateMsg, hand.command_topic, self._on_hand_joint_state, 10, callback_group=group)
             self.create_subscription(Float64MultiArray, cfg.sim_hand_array_topic, self._on_hand_array, 10,
                                      callback_group=group)

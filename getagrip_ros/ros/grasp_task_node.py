@@ -11,7 +11,6 @@ publishes RViz markers on ``trial_markers`` (latched): the executed grasp and th
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +65,29 @@ class GraspTaskNodeConfig:
 
 def hand_contact_links() -> tuple[str, ...]:
     return (PALM_LINK, *HAND_LINK_NAMES, *FINGERTIP_LINK_NAMES)
+
+
+class TraceWindow:
+    """Forwards the robot's states stamped within [start, end] to the trial's trace. States travel on their own
+    topics, later than the action's result under load: `close(end)` waits (at most `max_wait_s`) until every
+    stream that delivered states has delivered one stamped at or after the end, so the trace is complete."""
+
+    def __init__(self, trace: TraceSink, start_ns: int, max_wait_s: float = 10.0) -> None:
+        self.trace, self.start_ns, self.end_ns, self.max_wait_s = trace, start_ns, None, max_wait_s
+        self._latest: dict[str, int] = {}
+        self._changed = threading.Condition()
+
+    def accept(self, stream: str, stamp_ns: int) -> bool:
+        """Record that `stream` delivered a state stamped stamp_ns; True when it belongs to the trace."""
+        with self._changed:
+            self._latest[stream] = max(self._latest.get(stream, 0), stamp_ns)
+            self._changed.notify_all()
+            return stamp_ns >= self.start_ns and (self.end_ns is None or stamp_ns <= self.end_ns)
+
+    def close(self, end_ns: int) -> None:
+        with self._changed:
+            self.end_ns = end_ns
+            self._changed.wait_for(lambda: all(v >= end_ns for v in self._latest.values()), timeout=self.max_wait_s)
 
 
 class RosTaskStages:
@@ -148,7 +170,7 @@ class RosTaskStages:
                 trace.phase(fb.phase)
             budget.progress(fb.progress, fb.phase)
 
-        self.node.trace = trace
+        window = self.node.trace_window = TraceWindow(trace, self.node.get_clock().now().nanoseconds)
         try:
             result = self._call("execute_grasp", goal, budget, feedback)
             return ExecutionResult(True, StatusCode.SUCCEEDED, result.stage, result.status.reason, bool(result.lifted))
@@ -157,8 +179,8 @@ class RosTaskStages:
                 return ExecutionResult(False, StatusCode.NO_RESULT, "done", err.reason, False)
             raise
         finally:
-            time.sleep(0.2)  # the last states in flight
-            self.node.trace = None
+            window.close(self.node.get_clock().now().nanoseconds)
+            self.node.trace_window = None
 
 
 class GraspTaskNode(Node):
@@ -166,32 +188,38 @@ class GraspTaskNode(Node):
         super().__init__("grasp_task")
         self.config = declare_config(self, GraspTaskNodeConfig())
         self.group = ReentrantCallbackGroup()
-        self.trace: TraceSink | None = None
+        self.trace_window: TraceWindow | None = None
         self._busy = threading.Lock()
         self.stages = RosTaskStages(self)
         trials_dir = str(Path(self.config.task.trials_dir).expanduser())
         self.task = GraspTask(self.stages, replace(self.config.task, trials_dir=trials_dir))
-        self.create_subscription(JointStateMsg, "joint_states", self._on_joint_state, 50, callback_group=self.group)
-        self.create_subscription(ObjectState, "sim/object_state", self._on_object_state, 50, callback_group=self.group)
+        self.create_subscription(JointStateMsg, "joint_states", self._on_joint_state, 1000, callback_group=self.group)
+        self.create_subscription(ObjectState, "sim/object_state", self._on_object_state, 1000, callback_group=self.group)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.marker_pub = self.create_publisher(MarkerArray, "trial_markers", latched)
         self.server = accepting_action_server(self, GraspObject, "grasp_object", self.execute, self.group)
         self.get_logger().info(f"grasp_task ready (trials in {self.task.config.trials_dir})")
 
+    @staticmethod
+    def _stamp_ns(msg) -> int:
+        return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+
     def _on_joint_state(self, msg: JointStateMsg) -> None:
-        trace = self.trace
-        if trace is not None and len(msg.name) == len(msg.position):
-            velocity = msg.velocity if len(msg.velocity) == len(msg.name) else np.zeros(len(msg.name))
-            trace.joint_state(tuple(msg.name), np.asarray(msg.position, float), np.asarray(velocity, float))
+        window = self.trace_window
+        if window is None or len(msg.name) != len(msg.position) or not window.accept("joint_states", self._stamp_ns(msg)):
+            return
+        velocity = msg.velocity if len(msg.velocity) == len(msg.name) else np.zeros(len(msg.name))
+        window.trace.joint_state(tuple(msg.name), np.asarray(msg.position, float), np.asarray(velocity, float))
 
     def _on_object_state(self, msg: ObjectState) -> None:
-        trace = self.trace
-        if trace is not None:
-            try:
-                T = matrix_from_pose(msg.pose)
-            except ValueError:
-                return
-            trace.object_state(T, dict(zip(msg.touching_links, msg.normal_forces_n)), bool(msg.touches_table))
+        window = self.trace_window
+        if window is None or not window.accept("object_state", self._stamp_ns(msg)):
+            return
+        try:
+            T = matrix_from_pose(msg.pose)
+        except ValueError:
+            return
+        window.trace.object_state(T, dict(zip(msg.touching_links, msg.normal_forces_n)), bool(msg.touches_table))
 
     def _goal_config(self, goal: GraspObject.Goal) -> GraspTaskConfig:
         base = self.task.config
