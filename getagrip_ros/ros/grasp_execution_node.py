@@ -338,7 +338,8 @@ class GraspExecutionNode(Node):
             return self._closing or goal_handle.is_cancel_requested
 
         def progress(stage: str, fraction: float) -> None:
-            goal_handle.publish_feedback(ExecuteGrasp.Feedback(phase=stage, progress=float(fraction)))
+            goal_handle.publish_feedback(ExecuteGrasp.Feedback(phase=stage, progress=float(fraction),
+                                                               stamp=self.get_clock().now().to_msg()))
 
         lift_check = None
         if self.sim is not None:

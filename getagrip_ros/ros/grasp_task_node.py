@@ -167,7 +167,7 @@ class RosTaskStages:
         def feedback(fb) -> None:
             if fb.phase != phase[0]:
                 phase[0] = fb.phase
-                trace.phase(fb.phase)
+                trace.phase(fb.phase, GraspTaskNode._stamp_ns(fb) or None)
             budget.progress(fb.progress, fb.phase)
 
         window = self.node.trace_window = TraceWindow(trace, self.node.get_clock().now().nanoseconds)
@@ -202,14 +202,17 @@ class GraspTaskNode(Node):
 
     @staticmethod
     def _stamp_ns(msg) -> int:
-        return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        """A message's stamp (header.stamp or .stamp), ns since the epoch."""
+        stamp = msg.header.stamp if hasattr(msg, "header") else msg.stamp
+        return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
     def _on_joint_state(self, msg: JointStateMsg) -> None:
         window = self.trace_window
         if window is None or len(msg.name) != len(msg.position) or not window.accept("joint_states", self._stamp_ns(msg)):
             return
         velocity = msg.velocity if len(msg.velocity) == len(msg.name) else np.zeros(len(msg.name))
-        window.trace.joint_state(tuple(msg.name), np.asarray(msg.position, float), np.asarray(velocity, float))
+        window.trace.joint_state(tuple(msg.name), np.asarray(msg.position, float), np.asarray(velocity, float),
+                                 self._stamp_ns(msg))
 
     def _on_object_state(self, msg: ObjectState) -> None:
         window = self.trace_window
@@ -219,7 +222,8 @@ class GraspTaskNode(Node):
             T = matrix_from_pose(msg.pose)
         except ValueError:
             return
-        window.trace.object_state(T, dict(zip(msg.touching_links, msg.normal_forces_n)), bool(msg.touches_table))
+        window.trace.object_state(T, dict(zip(msg.touching_links, msg.normal_forces_n)), bool(msg.touches_table),
+                                  self._stamp_ns(msg))
 
     def _goal_config(self, goal: GraspObject.Goal) -> GraspTaskConfig:
         base = self.task.config

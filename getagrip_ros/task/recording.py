@@ -1,4 +1,6 @@
 """The trial recorder: what each stage produced, written to the trial bag as it happens (thread-safe).
+Log times are when things happened: states and phases that arrive over topics keep their own stamps, so
+they may be written out of log-time order (readers sort by log time).
 
 Topics (world frame unless noted):
   /trial/metadata, /trial/events, /trial/outcome   std_msgs/String (JSON)
@@ -41,8 +43,8 @@ class TrialRecorder:
             if not self.bag.closed:
                 self.bag.write(topic, msg, stamp_ns)
 
-    def event(self, **fields: Any) -> None:
-        now = time.time_ns()
+    def event(self, stamp_ns: int | None = None, **fields: Any) -> None:
+        now = time.time_ns() if stamp_ns is None else int(stamp_ns)
         with self._lock:
             if not self.bag.closed:
                 self.bag.write_json("/trial/events", {**fields, "time_ns": now}, now)
@@ -74,16 +76,18 @@ class TrialRecorder:
             self._write(f"/motion/{name}", m.joint_trajectory(trajectory, now), now)
 
     # -- TraceSink ------------------------------------------------------------------------------
-    def joint_state(self, names: tuple[str, ...], positions_rad: np.ndarray, velocities_rad_s: np.ndarray) -> None:
-        now = time.time_ns()
+    def joint_state(self, names: tuple[str, ...], positions_rad: np.ndarray, velocities_rad_s: np.ndarray,
+                    stamp_ns: int | None = None) -> None:
+        now = time.time_ns() if stamp_ns is None else int(stamp_ns)
         self._write("/joint_states", m.joint_state(names, positions_rad, velocities_rad_s, now), now)
 
-    def object_state(self, T_world_object: np.ndarray, touching: dict[str, float], touches_table: bool) -> None:
-        now = time.time_ns()
+    def object_state(self, T_world_object: np.ndarray, touching: dict[str, float], touches_table: bool,
+                     stamp_ns: int | None = None) -> None:
+        now = time.time_ns() if stamp_ns is None else int(stamp_ns)
         self._write("/sim/object_state", m.object_state(T_world_object, touching, touches_table, now), now)
 
-    def phase(self, name: str) -> None:
-        self.event(event="phase", phase=name)
+    def phase(self, name: str, stamp_ns: int | None = None) -> None:
+        self.event(stamp_ns, event="phase", phase=name)
 
     def close(self, outcome: dict[str, Any]) -> None:
         """Write the outcome and finish the bag (idempotent)."""

@@ -84,13 +84,16 @@ class MotionOutput:
 
 
 class TraceSink(Protocol):
-    """Where execution reports what happens while the robot moves (recorded in the trial bag)."""
+    """Where execution reports what happens while the robot moves (recorded in the trial bag). `stamp_ns`: when it
+    happened (wall clock, ns since the epoch; None = now) - states that arrive over topics carry their own."""
 
-    def joint_state(self, names: tuple[str, ...], positions_rad: np.ndarray, velocities_rad_s: np.ndarray) -> None: ...
+    def joint_state(self, names: tuple[str, ...], positions_rad: np.ndarray, velocities_rad_s: np.ndarray,
+                    stamp_ns: int | None = None) -> None: ...
 
-    def object_state(self, T_world_object: np.ndarray, touching: dict[str, float], touches_table: bool) -> None: ...
+    def object_state(self, T_world_object: np.ndarray, touching: dict[str, float], touches_table: bool,
+                     stamp_ns: int | None = None) -> None: ...
 
-    def phase(self, name: str) -> None: ...
+    def phase(self, name: str, stamp_ns: int | None = None) -> None: ...
 
 
 class TaskStages(Protocol):

@@ -47,7 +47,7 @@ def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -
             ax.imshow(plt.imread(image))
             ax.set_title(title)
     ax = axes[1, 1]
-    states = bag.topic("/sim/object_state")
+    states = sorted(bag.topic("/sim/object_state"), key=lambda m: m.log_time_ns)  # written as they arrived
     if states:
         stamps = np.array([s.log_time_ns for s in states])
         t = 0.05 * np.arange(len(states))  # states are recorded every 50 ms of simulated time during the execution

@@ -85,8 +85,8 @@ def score_lift(trace: ObjectTrace, z_before_m: float, lift_start_s: float, lift_
 def trace_from_bag(bag, hand_link_names: tuple[str, ...], config: ScoringConfig = ScoringConfig()):
     """(ObjectTrace, z before the grasp, start of the lift phase, end of the execution stage; seconds) from a
     `TrialBag`; the trace is empty when the bag has no object states. Times come from the /trial/events records."""
-    states = bag.topic("/sim/object_state")
-    events = bag.json("/trial/events")
+    states = sorted(bag.topic("/sim/object_state"), key=lambda s: s.log_time_ns)  # written as they arrived
+    events = sorted(bag.json("/trial/events"), key=lambda e: e["time_ns"])
     starts = [e for e in events if e.get("event") == "stage_start" and e.get("stage") == "execution"]
     ends = [e for e in events if e.get("event") == "stage_end" and e.get("stage") == "execution"]
     lifts = [e for e in events if e.get("event") == "phase" and e.get("phase") == "lift"]
