@@ -56,7 +56,7 @@ def run_profile(name: str, arguments: dict[str, object] | None = None, extra: di
 
     nodes_spec = profile(name)
     rclpy.init(args=ros_arguments(nodes_spec, arguments or {}, extra))
-    nodes, executor = [], None
+    nodes, executor, spinner = [], None, None
     stop = stop or threading.Event()
     try:
         for spec in nodes_spec:
@@ -70,18 +70,21 @@ def run_profile(name: str, arguments: dict[str, object] | None = None, extra: di
             ready.set()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        spinner = threading.Thread(target=executor.spin, name="bringup-executor", daemon=True)
+        spinner = threading.Thread(target=executor.spin, name="bringup-executor")
         spinner.start()
         while spinner.is_alive() and not stop.wait(0.2):
             pass
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    finally:
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
+    finally:  # stop the robots first, then the executor (and wait for its thread), then the nodes and rclpy
         for node in reversed(nodes):
             close = getattr(node, "close", None)
             if callable(close):
                 close()
+        if executor is not None:
+            executor.shutdown(timeout_sec=10.0)
+        if spinner is not None:
+            spinner.join(timeout=10.0)
+        for node in reversed(nodes):
             node.destroy_node()
         rclpy.try_shutdown()

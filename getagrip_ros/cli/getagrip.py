@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -36,7 +37,11 @@ def _bringup(args: argparse.Namespace) -> int:
         extra.setdefault(node, {})[param] = value
     arguments = {k: str(v) for k, v in _pairs(args.arg, "--arg").items()}
     run_profile(args.profile, arguments, extra)
-    return 0
+    # Everything is stopped and closed; skip the interpreter's teardown of native threads and contexts (the MuJoCo
+    # renderers' EGL, DDS), which can crash after a clean shutdown when several nodes shared the process.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _benchmark(args: argparse.Namespace) -> int:

@@ -189,6 +189,7 @@ class GraspTaskNode(Node):
         self.config = declare_config(self, GraspTaskNodeConfig())
         self.group = ReentrantCallbackGroup()
         self.trace_window: TraceWindow | None = None
+        self._closing = False
         self._busy = threading.Lock()
         self.stages = RosTaskStages(self)
         trials_dir = str(Path(self.config.task.trials_dir).expanduser())
@@ -259,7 +260,8 @@ class GraspTaskNode(Node):
                 goal_handle.publish_feedback(GraspObject.Feedback(stage=stage, progress=float(progress), detail=detail))
 
             position = np.array([goal.object_position.point.x, goal.object_position.point.y, goal.object_position.point.z])
-            outcome = self.task.run(position, name, config, lambda: goal_handle.is_cancel_requested, feedback)
+            outcome = self.task.run(position, name, config, lambda: goal_handle.is_cancel_requested or self._closing,
+                                    feedback)
         finally:
             self._busy.release()
         result.success, result.stage, result.trial_bag_path = outcome.success, outcome.stage, outcome.bag_path
@@ -278,6 +280,11 @@ class GraspTaskNode(Node):
         markers.markers.append(outcome_marker(f"{name}: {verdict}", position, outcome.success, self.config.world_frame))
         self.marker_pub.publish(markers)
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
+
+
+    def close(self) -> None:
+        """Shutting down: a running trial is cancelled (its sub-goals too) and still recorded."""
+        self._closing = True
 
 
 def main(args: list[str] | None = None) -> None:
