@@ -68,3 +68,28 @@ def _stopped(name: str, should_stop: Callable[[], bool]) -> StageError:
     if should_stop():
         return StageError(StatusCode.CANCELED, f"cancelled during {name}")
     return StageError(StatusCode.TIMEOUT, f"{name} ran out of its time budget")
+
+
+def remote_parameters(node, target: str, prefixes: list[str], timeout_s: float = 5.0) -> dict[str, Any]:
+    """Another node's parameters under `prefixes` (its list/get parameter services), e.g. the actuator settings
+    recorded with a trial; {} when the node does not answer in time."""
+    from rcl_interfaces.srv import GetParameters, ListParameters
+    from rclpy.parameter import parameter_value_to_python
+
+    lister = node.create_client(ListParameters, f"/{target}/list_parameters")
+    getter = node.create_client(GetParameters, f"/{target}/get_parameters")
+    deadline = time.monotonic() + timeout_s
+    try:
+        if not (lister.wait_for_service(timeout_sec=timeout_s) and getter.wait_for_service(timeout_sec=timeout_s)):
+            return {}
+        listed = lister.call_async(ListParameters.Request(prefixes=prefixes, depth=0))
+        if not _wait(listed, lambda: time.monotonic() > deadline) or listed.result() is None:
+            return {}
+        names = sorted(listed.result().result.names)
+        values = getter.call_async(GetParameters.Request(names=names))
+        if not _wait(values, lambda: time.monotonic() > deadline) or values.result() is None:
+            return {}
+        return {n: parameter_value_to_python(v) for n, v in zip(names, values.result().values)}
+    finally:
+        node.destroy_client(lister)
+        node.destroy_client(getter)

@@ -29,7 +29,7 @@ from getagrip_ros.execution.executor import ExecutionResult
 from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, HAND_LINK_NAMES, PALM_LINK
-from getagrip_ros.ros.action_calls import call_in_node
+from getagrip_ros.ros.action_calls import call_in_node, remote_parameters
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
 from getagrip_ros.ros.markers import grasp_markers, outcome_marker
 from getagrip_ros.ros.conversions import (
@@ -103,8 +103,10 @@ class RosTaskStages:
         self.hand = AllegroHand()
 
     def describe(self) -> dict[str, Any]:
+        actuators = remote_parameters(self.node, "grasp_execution",
+                                      ["backend", "stages", "safety", "execution", "hardware", "sim", "hand"])
         return {"backend": "ros", "object": self.node.config.object_label or "unknown",
-                "actuators": {"stage_actions": sorted(self.clients)}}
+                "actuators": actuators or "grasp_execution did not answer its parameter services"}
 
     def hand_link_names(self) -> tuple[str, ...]:
         return hand_contact_links()
