@@ -71,8 +71,7 @@ class LocalSimStages:
 
         self.config = config
         spec = user_object(config.object_name) if Path(config.object_name).is_file() else object_by_name(config.object_name)
-        self.object = prepare_object(spec,
-                                     PrepareConfig(cache_dir=config.object_cache_dir or None))
+        self.object = prepare_object(spec, PrepareConfig(cache_dir=config.object_cache_dir or None))
         camera = CameraConfig(config.camera_width_px, config.camera_height_px, config.camera_fy_px)
         self.world = SimWorld(SceneConfig(robot="arm", camera=camera), self.object,
                               ObjectPlacement(xy_m=tuple(config.object_xy_m), yaw_rad=config.object_yaw_rad))
@@ -112,6 +111,8 @@ class LocalSimStages:
         from getagrip_ros.perception.capture import CaptureRequest, run_capture
 
         self._trial += 1
+        while (self.work_dir / f"trial_{self._trial:03d}").exists():  # a resumed run keeps the earlier folders
+            self._trial += 1
         self.world.reset()
         out = CaptureOutput(rgb=[], K=np.eye(3), T_world_camera=np.zeros((0, 4, 4)), depth_m=[])
         folder = self.work_dir / f"trial_{self._trial:03d}" / "capture"

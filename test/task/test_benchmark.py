@@ -62,6 +62,8 @@ def test_a_benchmark_runs_resumes_and_keeps_crashed_attempts(tmp_path):
     again = run_benchmark(protocol, tmp_path)
     assert (tmp_path / "trials" / "tabletop20_cube__fixed+bps__00__crashed_1").is_dir()
     assert again["summary"]["methods"]["fixed+bps"]["trials"] == 1
+    rerun = next(t for t in again["trials"] if t["trial"] == "tabletop20_cube__fixed+bps__00")
+    assert rerun["stage"] != "capture" and rerun["status"] in ("SUCCEEDED", "NO_RESULT"), rerun  # a fresh work folder
     assert again["summary"]["incomplete_bags"] == ["tabletop20_cube__fixed+bps__00__crashed_1"]
 
     stamp = bag.stat().st_mtime
