@@ -67,6 +67,12 @@ def hand_contact_links() -> tuple[str, ...]:
     return (PALM_LINK, *HAND_LINK_NAMES, *FINGERTIP_LINK_NAMES)
 
 
+def stamp_ns(msg) -> int:
+    """A message's stamp (header.stamp, or .stamp for feedback), ns since the epoch."""
+    stamp = msg.header.stamp if hasattr(msg, "header") else msg.stamp
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
 class TraceWindow:
     """Forwards the robot's states stamped within [start, end] to the trial's trace. States travel on their own
     topics, later than the action's result under load: `close(end)` waits (at most `max_wait_s`) until every
@@ -169,7 +175,7 @@ class RosTaskStages:
         def feedback(fb) -> None:
             if fb.phase != phase[0]:
                 phase[0] = fb.phase
-                trace.phase(fb.phase, GraspTaskNode._stamp_ns(fb) or None)
+                trace.phase(fb.phase, stamp_ns(fb) or None)
             budget.progress(fb.progress, fb.phase)
 
         window = self.node.trace_window = TraceWindow(trace, self.node.get_clock().now().nanoseconds)
@@ -203,30 +209,24 @@ class GraspTaskNode(Node):
         self.server = accepting_action_server(self, GraspObject, "grasp_object", self.execute, self.group)
         self.get_logger().info(f"grasp_task ready (trials in {self.task.config.trials_dir})")
 
-    @staticmethod
-    def _stamp_ns(msg) -> int:
-        """A message's stamp (header.stamp or .stamp), ns since the epoch."""
-        stamp = msg.header.stamp if hasattr(msg, "header") else msg.stamp
-        return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
     def _on_joint_state(self, msg: JointStateMsg) -> None:
         window = self.trace_window
-        if window is None or len(msg.name) != len(msg.position) or not window.accept("joint_states", self._stamp_ns(msg)):
+        if window is None or len(msg.name) != len(msg.position) or not window.accept("joint_states", stamp_ns(msg)):
             return
         velocity = msg.velocity if len(msg.velocity) == len(msg.name) else np.zeros(len(msg.name))
         window.trace.joint_state(tuple(msg.name), np.asarray(msg.position, float), np.asarray(velocity, float),
-                                 self._stamp_ns(msg))
+                                 stamp_ns(msg))
 
     def _on_object_state(self, msg: ObjectState) -> None:
         window = self.trace_window
-        if window is None or not window.accept("object_state", self._stamp_ns(msg)):
+        if window is None or not window.accept("object_state", stamp_ns(msg)):
             return
         try:
             T = matrix_from_pose(msg.pose)
         except ValueError:
             return
         window.trace.object_state(T, dict(zip(msg.touching_links, msg.normal_forces_n)), bool(msg.touches_table),
-                                  self._stamp_ns(msg))
+                                  stamp_ns(msg))
 
     def _goal_config(self, goal: GraspObject.Goal) -> GraspTaskConfig:
         base = self.task.config
