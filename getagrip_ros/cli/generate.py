@@ -6,6 +6,11 @@
     getagrip-generate --objects procedural:train,pybullet-random:train --grasps-per-object 96 --shuffle \
         --workers 2 --out runs/data_v1 --merge data_v1.h5      # the dataset of the shipped models
     getagrip-generate --objects procedural,pybullet-random --ray auto --out runs/data   # on a Ray cluster
+    getagrip-generate --out runs/data_v1 --mine --limit 300 --workers 2   # label the shipped planner's proposals
+
+--mine labels, per generated object, the evaluator's top grasps and unranked draws of the fixed and diffusion
+samplers (models: the shipped ones unless --mine-evaluator/--mine-sampler/--mine-fixed-grasps name others) and
+writes them under <out>/mined/; --merge then joins them to the generated grasps.
 
 --objects takes comma-separated set names (procedural, pybullet-random, tabletop-20; "set:split" for one split),
 catalog names (procedural/mug_0003) and mesh files (obj/stl/ply/glb, metres). Rerunning with the same --out
@@ -31,9 +36,11 @@ from getagrip_ros.data.generate import (
     merge_shards,
     write_fixed_grasp_set,
 )
+from getagrip_ros.data.mining import MiningConfig, MiningSummary, mine_dataset
 from getagrip_ros.data.stats import dataset_stats, plot_label_histograms
 from getagrip_ros.objects.catalog import SETS, list_objects, user_object
 from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES, ObjectSpec
+from getagrip_ros.planning.planner import ModelFiles
 from getagrip_ros.training.datasets import read_bps_dataset
 
 
@@ -74,6 +81,18 @@ def _report(summary: GenerationSummary) -> None:
         print(f"  failed {name}: {error.strip().splitlines()[-1]}")
 
 
+def _report_mining(summary: MiningSummary) -> None:
+    c = summary.counts
+    print(f"mined {len(summary.mined)} objects in {summary.wall_s:.1f} s with {summary.num_workers} worker(s) "
+          f"({summary.already_done} already done, {len(summary.skipped)} skipped, {len(summary.failed)} failed)")
+    kinds = [k for k in c if k not in ("grasps", "trials") and not k.endswith(("_positive", "_good"))]
+    for kind in kinds:
+        print(f"  {kind}: {c[kind]} grasps, y_PGS > 0: {_percent(c[f'{kind}_positive'], c[kind])}, "
+              f">= 0.9: {_percent(c[f'{kind}_good'], c[kind])}")
+    for name, error in summary.failed.items():
+        print(f"  failed {name}: {error.strip().splitlines()[-1]}")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="getagrip-generate", description=__doc__.splitlines()[0])
     parser.add_argument("--objects", help="comma-separated sets (set or set:split), catalog names and mesh files")
@@ -93,14 +112,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--histograms", type=Path, metavar="OUT.png", help="with --merge: draw the label histograms")
     parser.add_argument("--fixed-grasps", type=Path, metavar="OUT.npz",
                         help="write the fixed sampler's set: the best grasp with y_PGS >= 0.9 of every object")
+    parser.add_argument("--mine", action="store_true", help="label the planner's proposals on the generated objects")
+    for flag, what in (("--mine-evaluator", "BPS evaluator"), ("--mine-sampler", "diffusion sampler"),
+                       ("--mine-fixed-grasps", "fixed grasp set")):
+        parser.add_argument(flag, default="shipped", metavar="PATH", help=f"with --mine: the {what} (default: shipped)")
+    parser.add_argument("--mine-top-k", type=int, default=MiningConfig.top_k, help="ranked grasps per sampler and object")
+    parser.add_argument("--mine-random-k", type=int, default=MiningConfig.random_k, help="unranked draws per sampler and object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.objects is None and args.merge is None and args.fixed_grasps is None:
-        print("error: give --objects to generate, --merge to merge and/or --fixed-grasps", file=sys.stderr)
+    if args.objects is None and args.merge is None and args.fixed_grasps is None and not args.mine:
+        print("error: give --objects to generate, --mine, --merge to merge and/or --fixed-grasps", file=sys.stderr)
         return 2
     if args.histograms is not None and args.merge is None:
         print("error: --histograms needs --merge", file=sys.stderr)
@@ -128,6 +153,19 @@ def main(argv: list[str] | None = None) -> int:
                 summary = generate_dataset(objects, args.out, config, args.workers, args.retry_skipped, on_object, args.ray)
             _report(summary)
             failed = bool(summary.failed)
+        if args.mine:
+            models = ModelFiles(bps_evaluator=args.mine_evaluator, bps_sampler=args.mine_sampler,
+                                fixed_grasps=args.mine_fixed_grasps)
+            mining = MiningConfig(models, top_k=args.mine_top_k, random_k=args.mine_random_k, generation=config, seed=args.seed)
+            with tqdm(unit="object", desc="mine", disable=args.quiet, dynamic_ncols=True) as bar:
+                def on_mined(outcome: ObjectOutcome, total: int) -> None:
+                    bar.total = total
+                    bar.update(1)
+                    bar.set_postfix_str(f"{outcome.name} {outcome.status}")
+
+                mined = mine_dataset(args.out, mining, args.workers, args.limit, on_mined)
+            _report_mining(mined)
+            failed = failed or bool(mined.failed)
         if args.merge is not None:
             path = merge_shards(args.out, args.merge)
             print(f"wrote {path}")

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from getagrip_ros.data.generate import object_seed
 from getagrip_ros.data.labels import LabelConfig, label_grasps
 from getagrip_ros.objects.mesh_object import PreparedObject
 from getagrip_ros.planning.planner import GraspPlanner, PlanRequest
@@ -47,6 +48,8 @@ class EvaluationConfig:
     refinement_iterations: int = 50
     placement: ObjectPlacement = field(default_factory=ObjectPlacement)
     seed: int = 0
+    """Run seed; each object plans and executes with its own seed from it (``object_seed``), so an unranked
+    method's grasps are independent draws per object rather than the same draw everywhere."""
 
 
 @dataclass(frozen=True)
@@ -79,14 +82,15 @@ def evaluate_methods(objects: Sequence[PreparedObject], planner: GraspPlanner, m
 
 def _evaluate(world: SimWorld, name: str, cloud: np.ndarray, planner: GraspPlanner, method: Method,
               config: EvaluationConfig) -> ObjectResult:
+    seed = object_seed(name, config.seed)
     request = PlanRequest(points_m=cloud, frame_id="world", num_grasps=config.grasps_per_object,
                           sampler=method.sampler, evaluator=method.evaluator,
-                          refinement_iterations=config.refinement_iterations, seed=config.seed)
+                          refinement_iterations=config.refinement_iterations, seed=seed)
     plan = planner.plan(request)
     if not plan.success:
         return ObjectResult(name, method.name, (), 0.0, plan.status.name, plan.reason, ())
     grasps = plan.planned.grasps
-    labels = label_grasps(world, grasps, planner.hand, config.label, torch.Generator().manual_seed(config.seed))
+    labels = label_grasps(world, grasps, planner.hand, config.label, torch.Generator().manual_seed(seed))
     success = tuple(label.y_pgs for label in labels)
     rate = float(sum(success)) / config.grasps_per_object
     return ObjectResult(name, method.name, success, rate, plan.status.name, plan.reason,

@@ -56,6 +56,8 @@ from getagrip_ros.training.datasets import write_bps_dataset
 log = logging.getLogger(__name__)
 
 SHARDS_DIR = "shards"
+MINED_DIR = "mined"
+"""Planner-proposed grasps labelled on the run's objects (:mod:`getagrip_ros.data.mining`)."""
 CONFIG_FILE = "config.json"
 SKIPPED_FILE = "skipped.json"
 FAILED_FILE = "failed.json"
@@ -488,19 +490,30 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path) -> Path:
     """Write every shard of run_dir into one BPS grasp dataset (public layout), objects ordered by name.
 
     One /bpss row per object, object codes = object names, point-cloud paths = the shard files (they hold
-    the clouds), /object_state = the object's pose in Oy (at rest).
+    the clouds), /object_state = the object's pose in Oy (at rest). An object's mined grasps
+    (``mined/``, :mod:`getagrip_ros.data.mining`) follow its generated ones.
 
     Raises:
-        ValueError: run_dir holds no shard.
+        ValueError: run_dir holds no shard, or a mined shard does not match its object's generated shard.
     """
     run_dir = Path(run_dir)
+    keys = ("object_name", "grasps_Oy", "y_pick", "y_coll", "y_PGS", "bps_m", "T_world_Oy", "T_world_object")
     rows = []
     for path in (run_dir / SHARDS_DIR).rglob("*.npz"):
         with np.load(path) as f:
-            rows.append({k: f[k] for k in ("object_name", "grasps_Oy", "y_pick", "y_coll", "y_PGS", "bps_m",
-                                           "T_world_Oy", "T_world_object")} | {"path": path})
+            rows.append({k: f[k] for k in keys} | {"path": path})
     if not rows:
         raise ValueError(f"{run_dir}: no shards to merge (in {run_dir / SHARDS_DIR})")
+    by_name = {str(r["object_name"]): r for r in rows}
+    for path in sorted((run_dir / MINED_DIR).rglob("*.npz")):
+        with np.load(path) as f:
+            mined = {k: f[k] for k in keys}
+        row = by_name.get(str(mined["object_name"]))
+        same = row is not None and all(np.array_equal(row[k], mined[k]) for k in ("bps_m", "T_world_Oy"))
+        if not same:
+            raise ValueError(f"{path}: mined shard without a matching generated shard (same object, BPS and frame)")
+        for k in ("grasps_Oy", "y_pick", "y_coll", "y_PGS"):
+            row[k] = np.concatenate([row[k], mined[k]])
     rows.sort(key=lambda r: str(r["object_name"]))
     states = []
     for r in rows:

@@ -1,6 +1,6 @@
 """Named object sets with train/val/test splits by object, and user mesh files.
 
-Sets: "procedural" (30 seeded members of each procedural family, 300 objects), "pybullet-random"
+Sets: "procedural" (80 seeded members of each procedural family, 800 objects), "pybullet-random"
 (the 1000 random meshes shipped in the pybullet wheel's ``pybullet_data/random_urdfs``) and
 "tabletop-20" (procedural stand-ins for the 20 real objects of the paper's hardware test, Table 4).
 Listing is cheap: meshes are built or loaded only by ``prepare_object``.
@@ -25,7 +25,7 @@ from getagrip_ros.objects.procedural import (FAMILIES, BottleShape, BowlShape, B
 
 SETS = ("procedural", "pybullet-random", "tabletop-20")
 SPLITS = ("train", "val", "test")
-PROCEDURAL_PER_FAMILY = 30
+PROCEDURAL_PER_FAMILY = 80
 DIFFICULTIES = ("easy", "medium", "hard")
 
 SPLIT_FRACTIONS: dict[str, tuple[float, float, float]] = {

@@ -86,14 +86,14 @@ def save_grasp_set(path: str | Path, grasps_Oy: Grasp, **labels: np.ndarray) -> 
 
 
 class FixedSampler:
-    """A fixed set of good grasps reused for every object (in its Oy frame); a seeded random subset."""
+    """A fixed set of good grasps reused for every object (in its Oy frame); a seeded random subset in random
+    order, so that without an evaluator the first grasps are a random draw (not the set's file order)."""
 
     def __init__(self, grasps_Oy: Grasp) -> None:
         self.grasps_Oy = grasps_Oy
 
     def sample(self, obj: PlanningObject, num: int, generator: torch.Generator, step: StepFn) -> Grasp:
-        n = len(self.grasps_Oy)
-        index = torch.randperm(n, generator=generator)[:num] if n > num else torch.arange(n)
+        index = torch.randperm(len(self.grasps_Oy), generator=generator)[:num]
         step(1.0)
         return _in_object_frame(self.grasps_Oy[index], obj)
 

@@ -240,3 +240,49 @@ def test_fixed_grasp_set_keeps_the_best_good_grasp_per_object(run, tmp_path):
     assert code == (0 if good_objects else 2)
     if good_objects:
         assert len(load_grasp_set(tmp_path / "cli.npz")) == good_objects
+
+
+def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, tmp_path, tiny_models, capsys):
+    import shutil
+
+    from getagrip_ros.data.mining import MiningConfig, mine_dataset, mined_path
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(run[0], run_dir)
+    config = MiningConfig(tiny_models, top_k=2, random_k=1, num_samples=64, generation=run[1])
+    calls = []
+    summary = mine_dataset(run_dir, config, progress=lambda outcome, total: calls.append((outcome.status, total)))
+    assert sorted(summary.mined) == sorted(OBJECTS) and calls == [("done", 2)] * 2 and not summary.failed
+    kinds = ["fixed_ranked"] * 2 + ["fixed_random"] + ["diffusion_ranked"] * 2 + ["diffusion_random"]
+    for name in OBJECTS:
+        generated, mined = load_shard(shard_path(run_dir, name)), load_shard(mined_path(run_dir, name))
+        assert mined.grasps_Oy.shape == (6, 37) and mined.settings["kinds"] == kinds
+        assert mined.counts["trials"] == 12 and mined.counts["fixed_ranked"] == 2
+        assert np.all((0 <= mined.y_PGS) & (mined.y_PGS <= np.minimum(mined.y_pick, mined.y_coll)))
+        for key in ("bps_m", "T_world_Oy", "T_world_object", "cloud_world_m"):  # the same observation and frame
+            np.testing.assert_array_equal(getattr(mined, key), getattr(generated, key))
+        # in Oy, the fixed set's grasps lie around the object (the untrained diffusion sampler's anywhere)
+        assert np.linalg.norm(mined.grasps_Oy[:3, :3], axis=1).max() < 0.25
+    # the merge appends each object's mined grasps to its generated ones; one BPS row per object
+    data = read_bps_dataset(merge_shards(run_dir, tmp_path / "data.h5"))
+    generated = [load_shard(shard_path(run_dir, name)) for name in OBJECTS]
+    assert data.object_codes.tolist() == list(OBJECTS)
+    assert np.bincount(data.grasp_bps_idx).tolist() == [len(s.grasps_Oy) + 6 for s in generated]
+    np.testing.assert_array_equal(data.grasps[len(generated[0].grasps_Oy): len(generated[0].grasps_Oy) + 6],
+                                  load_shard(mined_path(run_dir, OBJECTS[0])).grasps_Oy)
+    # a rerun continues (nothing left to do); other models or settings are refused
+    again = mine_dataset(run_dir, config)
+    assert again.mined == () and again.already_done == 2
+    with pytest.raises(ValueError, match="top_k: 2 in the run folder, 3 now"):
+        mine_dataset(run_dir, dataclasses.replace(config, top_k=3))
+    other = dataclasses.replace(tiny_models, bps_evaluator=tiny_models.bps_sampler)
+    with pytest.raises(ValueError, match="model_hashes.bps_evaluator"):
+        mine_dataset(run_dir, dataclasses.replace(config, models=other))
+    # a mined shard whose observation does not match its object's generated one is refused by the merge
+    bad = load_shard(mined_path(run_dir, OBJECTS[0]))
+    dataclasses.replace(bad, bps_m=bad.bps_m + 0.01).save(mined_path(run_dir, OBJECTS[0]))
+    with pytest.raises(ValueError, match="without a matching generated shard"):
+        merge_shards(run_dir, tmp_path / "bad.h5")
+    # the CLI mines with the given models (a run folder without generated shards is an error)
+    assert main(["--out", str(tmp_path / "empty"), "--mine", "--quiet"]) == 2
+    assert "no generated shards" in capsys.readouterr().err

@@ -124,6 +124,26 @@ def test_fixed_sets_in_both_formats_are_placed_at_the_object(tmp_path, hand):
         np.testing.assert_allclose(result.planned.grasps.fingertip_directions[0, 0].numpy(), [0, -1, 0], atol=1e-6)
 
 
+def test_the_fixed_sampler_without_an_evaluator_draws_at_random(tmp_path, hand):
+    """Even when the whole set fits in num_samples, the unranked grasps are a seeded draw, not the file's order."""
+    n = 40
+    grasps_Oy = Grasp(torch.tensor([[0.0, 0.0, 0.001 * i] for i in range(n)]), torch.eye(3).expand(n, 3, 3),
+                      torch.zeros(n, 16), torch.tensor([[[0.0, 0.0, 1.0]] * 4] * n), frame_id="Oy")
+    save_grasp_set(tmp_path / "set.npz", grasps_Oy)
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=100, apply_cable_filter=False,
+                                              models=ModelFiles(fixed_grasps=str(tmp_path / "set.npz"))), hand)
+
+    def first_indices(seed: int) -> list[int]:
+        result = planner.plan(PlanRequest(points_m=POINTS, num_grasps=3, sampler="fixed", seed=seed))
+        assert result.success, result.reason
+        offsets_m = result.planned.grasps.palm_position_m[:, 1].numpy() - POINTS.mean(0)[1]  # Oy z -> world -y
+        return [int(i) for i in np.rint(-offsets_m / 0.001)]
+
+    draws = [first_indices(seed) for seed in range(4)]
+    assert draws[0] == first_indices(0)  # seeded
+    assert len({tuple(d) for d in draws}) == 4 and any(d[:3] != [0, 1, 2] for d in draws)
+
+
 @pytest.mark.parametrize("files, words", [
     (ModelFiles(bps_evaluator="/nonexistent/evaluator.pt", fixed_grasps="FIXED"), "checkpoint not found"),
     (ModelFiles(bps_evaluator="SAMPLER", fixed_grasps="FIXED"), "holds a bps_sampler, not a bps_evaluator"),
