@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="run seed (each object's seed derives from it and its name)")
     parser.add_argument("--retry-skipped", action="store_true", help="try the objects skipped before again")
     parser.add_argument("--merge", type=Path, metavar="OUT.h5", help="then write every shard into one HDF5 dataset")
+    parser.add_argument("--generated-only", action="store_true", help="with --merge: leave the mined grasps out")
     parser.add_argument("--histograms", type=Path, metavar="OUT.png", help="with --merge: draw the label histograms")
     parser.add_argument("--fixed-grasps", type=Path, metavar="OUT.npz",
                         help="write the fixed sampler's set: the best grasp with y_PGS >= 0.9 of every object")
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             _report_mining(mined)
             failed = failed or bool(mined.failed)
         if args.merge is not None:
-            path = merge_shards(args.out, args.merge)
+            path = merge_shards(args.out, args.merge, include_mined=not args.generated_only)
             print(f"wrote {path}")
             data = read_bps_dataset(path)
             print("\n".join(f"  {line}" for line in dataset_stats(data).lines()))

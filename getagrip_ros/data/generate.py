@@ -401,6 +401,34 @@ def _differences(stored, current, prefix: str = "") -> list[str]:
     return [] if stored == current else [f"{prefix[:-1]}: {stored!r} in the run folder, {current!r} now"]
 
 
+class OutcomeLog:
+    """The outcomes of one run: the finished objects, their summed counts, and the skipped and failed objects
+    with their reasons, kept current in two JSON files (rewritten atomically after every object)."""
+
+    def __init__(self, skipped_file: Path, failed_file: Path) -> None:
+        self.skipped_file, self.failed_file = skipped_file, failed_file
+        self.skipped: dict[str, str] = _read_json(skipped_file)
+        self.failed: dict[str, str] = _read_json(failed_file)
+        self.done: list[str] = []
+        self.counts: dict[str, int] = {}
+
+    def record(self, outcome: ObjectOutcome) -> None:
+        self.failed.pop(outcome.name, None)
+        self.skipped.pop(outcome.name, None)
+        if outcome.status == "done":
+            self.done.append(outcome.name)
+            for key, value in outcome.counts.items():
+                self.counts[key] = self.counts.get(key, 0) + value
+        elif outcome.status == "skipped":
+            self.skipped[outcome.name] = outcome.reason
+            log.warning("skipped %s: %s", outcome.name, outcome.reason)
+        else:
+            self.failed[outcome.name] = outcome.reason
+            log.error("failed %s:\n%s", outcome.name, outcome.reason)
+        _write_json(self.skipped_file, self.skipped)
+        _write_json(self.failed_file, self.failed)
+
+
 def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
                      config: GenerationConfig = GenerationConfig(), num_workers: int = 1, retry_skipped: bool = False,
                      progress: Callable[[ObjectOutcome, int], None] | None = None,
@@ -434,7 +462,8 @@ def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
     for stale in (run_dir / SHARDS_DIR).rglob("*.tmp"):  # left by an interrupted run
         stale.unlink()
 
-    skipped, failed = _read_json(run_dir / SKIPPED_FILE), _read_json(run_dir / FAILED_FILE)
+    outcomes = OutcomeLog(run_dir / SKIPPED_FILE, run_dir / FAILED_FILE)
+    skipped, failed = outcomes.skipped, outcomes.failed
     unique: dict[str, ObjectSpec | str] = {}
     for obj in objects:
         unique.setdefault(_name(obj), obj)
@@ -442,24 +471,9 @@ def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
     done = tuple(name for name in unique if paths[name].is_file())
     todo = [(name, obj) for name, obj in unique.items()
             if not paths[name].is_file() and (retry_skipped or name not in skipped)]
-    generated: list[str] = []
-    counts: dict[str, int] = {}
 
     def record(outcome: ObjectOutcome) -> None:
-        failed.pop(outcome.name, None)
-        skipped.pop(outcome.name, None)
-        if outcome.status == "done":
-            generated.append(outcome.name)
-            for key, value in outcome.counts.items():
-                counts[key] = counts.get(key, 0) + value
-        elif outcome.status == "skipped":
-            skipped[outcome.name] = outcome.reason
-            log.warning("skipped %s: %s", outcome.name, outcome.reason)
-        else:
-            failed[outcome.name] = outcome.reason
-            log.error("failed %s:\n%s", outcome.name, outcome.reason)
-        _write_json(run_dir / SKIPPED_FILE, skipped)
-        _write_json(run_dir / FAILED_FILE, failed)
+        outcomes.record(outcome)
         if progress is not None:
             progress(outcome, len(todo))
 
@@ -482,16 +496,16 @@ def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
                 record(future.result())
     wall_s = time.perf_counter() - start
     requested = set(paths)
-    return GenerationSummary(run_dir, tuple(generated), done, {k: v for k, v in skipped.items() if k in requested},
-                             {k: v for k, v in failed.items() if k in requested}, counts, wall_s, num_workers)
+    return GenerationSummary(run_dir, tuple(outcomes.done), done, {k: v for k, v in skipped.items() if k in requested},
+                             {k: v for k, v in failed.items() if k in requested}, outcomes.counts, wall_s, num_workers)
 
 
-def merge_shards(run_dir: str | Path, out_h5: str | Path) -> Path:
+def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = True) -> Path:
     """Write every shard of run_dir into one BPS grasp dataset (public layout), objects ordered by name.
 
     One /bpss row per object, object codes = object names, point-cloud paths = the shard files (they hold
     the clouds), /object_state = the object's pose in Oy (at rest). An object's mined grasps
-    (``mined/``, :mod:`getagrip_ros.data.mining`) follow its generated ones.
+    (``mined/``, :mod:`getagrip_ros.data.mining`) follow its generated ones unless include_mined is False.
 
     Raises:
         ValueError: run_dir holds no shard, or a mined shard does not match its object's generated shard.
@@ -505,7 +519,7 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path) -> Path:
     if not rows:
         raise ValueError(f"{run_dir}: no shards to merge (in {run_dir / SHARDS_DIR})")
     by_name = {str(r["object_name"]): r for r in rows}
-    for path in sorted((run_dir / MINED_DIR).rglob("*.npz")):
+    for path in sorted((run_dir / MINED_DIR).rglob("*.npz")) if include_mined else ():
         with np.load(path) as f:
             mined = {k: f[k] for k in keys}
         row = by_name.get(str(mined["object_name"]))

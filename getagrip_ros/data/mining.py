@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
 import multiprocessing
 import time
 import traceback
@@ -37,6 +36,7 @@ from getagrip_ros.data.generate import (
     GenerationConfig,
     ObjectOutcome,
     ObjectShard,
+    OutcomeLog,
     _differences,
     _read_json,
     _resolve,
@@ -54,8 +54,6 @@ from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
 from getagrip_ros.sim.world import SimWorld
 from getagrip_ros.status import StatusCode
-
-log = logging.getLogger(__name__)
 
 MINING_FILE = "mining.json"
 SETTLE_TOLERANCE_M = 1e-3
@@ -221,27 +219,13 @@ def mine_dataset(run_dir: str | Path, config: MiningConfig, num_workers: int = 1
     for stale in (run_dir / MINED_DIR).rglob("*.tmp"):
         stale.unlink()
     names = {path: str(path.relative_to(run_dir / SHARDS_DIR).with_suffix("")) for path in sources}
-    skipped_file, failed_file = run_dir / MINED_DIR / "skipped.json", run_dir / MINED_DIR / "failed.json"
-    skipped, failed = _read_json(skipped_file), _read_json(failed_file)
-    todo = [p for p in sources if not mined_path(run_dir, names[p]).is_file() and names[p] not in skipped]
-    done_before = len(sources) - len(todo) - sum(names[p] in skipped for p in sources)
+    outcomes = OutcomeLog(run_dir / MINED_DIR / "skipped.json", run_dir / MINED_DIR / "failed.json")
+    todo = [p for p in sources if not mined_path(run_dir, names[p]).is_file() and names[p] not in outcomes.skipped]
+    done_before = len(sources) - len(todo) - sum(names[p] in outcomes.skipped for p in sources)
     todo = [todo[i] for i in np.random.default_rng(config.seed).permutation(len(todo))][:limit]
-    mined: list[str] = []
-    counts: dict[str, int] = {}
 
     def record(outcome: ObjectOutcome) -> None:
-        failed.pop(outcome.name, None)
-        if outcome.status == "done":
-            mined.append(outcome.name)
-            for key, value in outcome.counts.items():
-                counts[key] = counts.get(key, 0) + value
-        elif outcome.status == "skipped":
-            skipped[outcome.name] = outcome.reason
-        else:
-            failed[outcome.name] = outcome.reason
-            log.error("failed %s:\n%s", outcome.name, outcome.reason)
-        _write_json(skipped_file, skipped)
-        _write_json(failed_file, failed)
+        outcomes.record(outcome)
         if progress is not None:
             progress(outcome, len(todo))
 
@@ -258,4 +242,5 @@ def mine_dataset(run_dir: str | Path, config: MiningConfig, num_workers: int = 1
             futures = [pool.submit(_mine_to_shard, path, config, mined_path(run_dir, names[path])) for path in todo]
             for future in as_completed(futures):
                 record(future.result())
-    return MiningSummary(tuple(mined), done_before, skipped, failed, counts, time.perf_counter() - start, num_workers)
+    return MiningSummary(tuple(outcomes.done), done_before, outcomes.skipped, outcomes.failed, outcomes.counts,
+                         time.perf_counter() - start, num_workers)

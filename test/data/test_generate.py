@@ -270,6 +270,8 @@ def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, t
     assert np.bincount(data.grasp_bps_idx).tolist() == [len(s.grasps_Oy) + 6 for s in generated]
     np.testing.assert_array_equal(data.grasps[len(generated[0].grasps_Oy): len(generated[0].grasps_Oy) + 6],
                                   load_shard(mined_path(run_dir, OBJECTS[0])).grasps_Oy)
+    assert main(["--out", str(run_dir), "--merge", str(tmp_path / "generated.h5"), "--generated-only"]) == 0
+    assert read_bps_dataset(tmp_path / "generated.h5").num_grasps == sum(len(s.grasps_Oy) for s in generated)
     # a rerun continues (nothing left to do); other models or settings are refused
     again = mine_dataset(run_dir, config)
     assert again.mined == () and again.already_done == 2
