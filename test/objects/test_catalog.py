@@ -7,15 +7,17 @@ import pytest
 from getagrip_ros.objects.catalog import (DIFFICULTIES, SETS, SPLITS, list_objects, object_by_name, split_of,
                                           user_object)
 from getagrip_ros.objects.mesh_object import MeshFile, ObjectRejected, PrepareConfig, prepare_object
-from getagrip_ros.objects.procedural import FAMILIES
+from getagrip_ros.objects.procedural import FAMILIES, sample_shape
 from getagrip_ros.objects.settle import SettleConfig
 
 
-def test_procedural_set_has_30_stable_names_per_family():
+def test_procedural_set_has_80_stable_names_per_family():
     specs = list_objects("procedural")
-    assert len(specs) == 300 and len({s.name for s in specs}) == 300
-    assert Counter(s.tags[0] for s in specs) == {family: 30 for family in FAMILIES}
-    assert object_by_name("procedural/mug_0003") == specs[FAMILIES.index("mug") * 30 + 3]
+    assert len(specs) == 800 and len({s.name for s in specs}) == 800
+    assert Counter(s.tags[0] for s in specs) == {family: 80 for family in FAMILIES}
+    assert object_by_name("procedural/mug_0003") == specs[FAMILIES.index("mug") * 80 + 3]
+    # a member's shape depends on its family and number only (growing the set kept the earlier members)
+    assert object_by_name("procedural/mug_0003").geometry == sample_shape("mug", 3)
 
 
 def test_every_procedural_object_is_a_valid_solid_in_the_size_range(hull_only):
