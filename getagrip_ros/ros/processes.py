@@ -56,8 +56,9 @@ class NodeProcess:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def stop(self, timeout_s: float = 5.0) -> int | None:
-        """Stop the process; returns its exit code."""
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """Stop the process; returns its exit code. `timeout_s` per signal: a node's clean shutdown has taken
+        over 5 s on a loaded 2-core CI machine."""
         if self.process is None:
             return None
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
