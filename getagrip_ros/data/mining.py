@@ -37,6 +37,7 @@ from getagrip_ros.data.generate import (
     ObjectOutcome,
     ObjectShard,
     OutcomeLog,
+    _compared_settings,
     _differences,
     _read_json,
     _resolve,
@@ -93,12 +94,12 @@ def _file_hash(setting: str, value: str) -> str:
 
 def mining_settings(config: MiningConfig) -> dict:
     """What a mined folder must agree on: the settings (JSON types) and the hashes of the model files."""
-    settings = dataclasses.asdict(config)
-    settings["generation"].get("prepare", {}).pop("cache_dir", None)
+    settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in ("models", "generation")}
+    settings = json.loads(json.dumps(settings))  # tuples -> lists, as read back from mining.json
+    settings["generation"] = _compared_settings(config.generation)
     settings["model_hashes"] = {k: _file_hash(k, v) for k, v in dataclasses.asdict(config.models).items()
                                 if k in ("bps_evaluator", "bps_sampler", "fixed_grasps")}
-    settings.pop("models")
-    return json.loads(json.dumps(settings))  # tuples -> lists, as read back from mining.json
+    return settings
 
 
 def mined_path(run_dir: str | Path, name: str) -> Path:
