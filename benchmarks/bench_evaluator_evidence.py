@@ -3,7 +3,8 @@
 Every method (sampler x evaluator) plans for each held-out object from its observed cloud (noisy rendered
 depth along the capture spirals); the top 5 grasps are each executed 5 times with the label noise in the
 floating-hand world; a method's success rate is the mean y_PGS of those executions (missing grasps count
-as failures). Samplers and evaluators without a model file are left out.
+as failures). Samplers and evaluators without a model file are left out; objects that cannot be prepared are
+skipped with the reason.
 
     python benchmarks/bench_evaluator_evidence.py --objects tabletop-20 --bps-evaluator runs/eval/best.pt \\
         --fixed-grasps fixed.npz [--bps-sampler runs/sampler/best.pt] [--samplers fixed,diffusion] [--out evidence.json]
@@ -27,6 +28,7 @@ from getagrip_ros.data.evaluate import EvaluationConfig, Method, ObjectResult, e
 from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object
 from getagrip_ros.data.labels import LabelConfig
 from getagrip_ros.objects.catalog import object_by_name
+from getagrip_ros.objects.errors import ObjectRejected
 from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles
 
@@ -63,7 +65,12 @@ def main() -> None:
     methods = [Method(s, e) for s in samplers for e in evaluators]
     planner = GraspPlanner(GraspPlannerConfig(num_samples=args.num_samples, models=files))
     specs = resolve_objects(args.objects)[: args.limit]
-    objects = [prepare_object(object_by_name(spec) if isinstance(spec, str) else spec) for spec in specs]
+    objects = []
+    for spec in specs:
+        try:
+            objects.append(prepare_object(object_by_name(spec) if isinstance(spec, str) else spec))
+        except ObjectRejected as exc:
+            print(f"  skipped: {exc}", flush=True)
     config = EvaluationConfig(grasps_per_object=args.grasps_per_object,
                               label=LabelConfig(num_perturbations=args.perturbations),
                               refinement_iterations=args.refinement_iterations)

@@ -556,7 +556,7 @@ def write_fixed_grasp_set(run_dir: str | Path, path: str | Path, min_y_pgs: floa
     for shard_file in sorted((Path(run_dir) / SHARDS_DIR).rglob("*.npz")):
         shard = load_shard(shard_file)
         order = np.argsort(-shard.y_PGS, kind="stable")
-        good = [i for i in order if shard.y_PGS[i] >= min_y_pgs][:per_object]
+        good = [i for i in order if shard.y_PGS[i] >= min_y_pgs and shard.augmented_from[i] < 0][:per_object]
         rows += [shard.grasps_Oy[i] for i in good]
         labels += [shard.y_PGS[i] for i in good]
     if not rows:

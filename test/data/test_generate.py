@@ -227,12 +227,17 @@ def test_fixed_grasp_set_keeps_the_best_good_grasp_per_object(run, tmp_path):
 
     run_dir = run[0]
     shards = [load_shard(f) for f in sorted((run_dir / "shards").rglob("*.npz"))]
-    best = [float(s.y_PGS.max()) for s in shards]
+    best = [float(s.y_PGS[s.augmented_from < 0].max()) for s in shards]  # optimised grasps, not augmented copies
     threshold = min(best)  # every object has a grasp this good
     path = write_fixed_grasp_set(run_dir, tmp_path / "fixed.npz", min_y_pgs=threshold)
     grasps = load_grasp_set(path)
     assert len(grasps) == len(shards) and grasps.frame_id == "Oy"
     np.testing.assert_allclose(np.sort(np.load(path)["y_PGS"]), np.sort(best), atol=1e-6)
+    several = load_grasp_set(write_fixed_grasp_set(run_dir, tmp_path / "three.npz", min_y_pgs=0.0, per_object=3))
+    optimised = [s.grasps_Oy[s.augmented_from < 0] for s in shards]
+    assert len(several) == sum(min(3, len(g)) for g in optimised)
+    rows = several.to_vector().numpy()
+    assert all(np.isclose(np.abs(np.concatenate(optimised) - row).max(axis=1), 0, atol=1e-5).any() for row in rows)
     with pytest.raises(ValueError, match="no grasp with y_PGS"):
         write_fixed_grasp_set(run_dir, tmp_path / "none.npz", min_y_pgs=1.01)
     good_objects = sum(b >= 0.9 for b in best)  # the CLI uses the paper's threshold
