@@ -45,6 +45,13 @@ VAL=$VAL,pybullet/086,pybullet/087,pybullet/093,pybullet/097   # pybullet/086 ca
 "$PY/python" benchmarks/bench_evaluator_evidence.py --objects tabletop-20 --samplers fixed,diffusion \
   --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
   --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$OUT/evidence.json"
+TEST2=procedural/box_0002,procedural/cylinder_0000,procedural/sphere_0012,procedural/capsule_0003,procedural/cup_0001
+TEST2=$TEST2,procedural/mug_0005,procedural/bottle_0007,procedural/bowl_0012,procedural/irregular_0001
+TEST2=$TEST2,procedural/composite_0000,pybullet/006,pybullet/019,pybullet/030,pybullet/073,pybullet/078,pybullet/091
+TEST2=$TEST2,pybullet/106,pybullet/119,pybullet/126,pybullet/136   # a second held-out set
+"$PY/python" benchmarks/bench_evaluator_evidence.py --objects "$TEST2" --samplers fixed,diffusion \
+  --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
+  --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$OUT/evidence_procedural_pybullet_test.json"
 "$PY/python" benchmarks/bench_dataset_size.py --dataset "$OUT/data.h5" --out-dir "$OUT/ablation" --epochs 3 \
   --hidden-width 512 --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --png docs/data/dataset_size.png \
   --objects tabletop20/apple,tabletop20/yellow_cup,tabletop20/green_tea,tabletop20/red_mug,tabletop20/spray_bottle,tabletop20/red_box,tabletop20/dragon,tabletop20/minion,tabletop20/bunny,tabletop20/dino
