@@ -35,23 +35,22 @@ mkdir -p "$OUT" "$WEIGHTS"
   --merge "$OUT/data_mined.h5" --histograms docs/data/label_histograms.png
 "$PY/getagrip-train" bps-evaluator --dataset "$OUT/data_mined.h5" --output-dir "$OUT/bps_evaluator_mined" \
   --hidden-width 512 --epochs 20
+evidence() {  # success with / without the evaluator on the objects $1, written to $2
+  "$PY/python" benchmarks/bench_evaluator_evidence.py --objects "$1" --samplers fixed,diffusion \
+  --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
+  --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$2"
+}
 VAL=procedural/box_0007,procedural/cylinder_0027,procedural/sphere_0003,procedural/capsule_0009,procedural/cup_0006
 VAL=$VAL,procedural/mug_0010,procedural/bottle_0003,procedural/bowl_0004,procedural/irregular_0007
 VAL=$VAL,procedural/composite_0001,pybullet/001,pybullet/010,pybullet/023,pybullet/024,pybullet/033,pybullet/085
 VAL=$VAL,pybullet/086,pybullet/087,pybullet/093,pybullet/097   # pybullet/086 cannot be prepared: skipped
-"$PY/python" benchmarks/bench_evaluator_evidence.py --objects "$VAL" --samplers fixed,diffusion \
-  --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
-  --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$OUT/evidence_validation.json"
-"$PY/python" benchmarks/bench_evaluator_evidence.py --objects tabletop-20 --samplers fixed,diffusion \
-  --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
-  --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$OUT/evidence.json"
+evidence "$VAL" "$OUT/evidence_validation.json"
+evidence tabletop-20 "$OUT/evidence.json"
 TEST2=procedural/box_0002,procedural/cylinder_0000,procedural/sphere_0012,procedural/capsule_0003,procedural/cup_0001
 TEST2=$TEST2,procedural/mug_0005,procedural/bottle_0007,procedural/bowl_0012,procedural/irregular_0001
 TEST2=$TEST2,procedural/composite_0000,pybullet/006,pybullet/019,pybullet/030,pybullet/073,pybullet/078,pybullet/091
 TEST2=$TEST2,pybullet/106,pybullet/119,pybullet/126,pybullet/136   # a second held-out set
-"$PY/python" benchmarks/bench_evaluator_evidence.py --objects "$TEST2" --samplers fixed,diffusion \
-  --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
-  --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$OUT/evidence_procedural_pybullet_test.json"
+evidence "$TEST2" "$OUT/evidence_procedural_pybullet_test.json"
 "$PY/python" benchmarks/bench_dataset_size.py --dataset "$OUT/data.h5" --out-dir "$OUT/ablation" --epochs 3 \
   --hidden-width 512 --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --png docs/data/dataset_size.png \
   --objects tabletop20/apple,tabletop20/yellow_cup,tabletop20/green_tea,tabletop20/red_mug,tabletop20/spray_bottle,tabletop20/red_box,tabletop20/dragon,tabletop20/minion,tabletop20/bunny,tabletop20/dino
