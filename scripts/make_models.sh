@@ -35,11 +35,21 @@ mkdir -p "$OUT" "$WEIGHTS"
   --merge "$OUT/data_mined.h5" --histograms docs/data/label_histograms.png
 "$PY/getagrip-train" bps-evaluator --dataset "$OUT/data_mined.h5" --output-dir "$OUT/bps_evaluator_mined" \
   --hidden-width 512 --epochs 20
+# session 9 (measured, not shipped: docs/data/evidence_variants.json -> validation_59): the evaluator on every
+# object with turn augmentation (each object also at 8 headings about the vertical)
+"$PY/getagrip-generate" --out "$RUN" --merge "$OUT/data_turned.h5" --generated-only --headings 8
+"$PY/getagrip-train" bps-evaluator --dataset "$OUT/data_turned.h5" --output-dir "$OUT/bps_evaluator_turned" \
+  --hidden-width 512 --epochs 20 --turn-objects
 evidence() {  # success with / without the evaluator on the objects $1, written to $2
   "$PY/python" benchmarks/bench_evaluator_evidence.py --objects "$1" --samplers fixed,diffusion \
   --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
   --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$2"
 }
+VAL59=$("$PY/python" -c "import json; print(','.join(json.load(open('docs/data/evidence_variants.json'))['validation_59']['objects']))")
+evidence "$VAL59" "$OUT/evidence_validation_59.json"
+"$PY/python" benchmarks/bench_evaluator_ranking.py --objects "$VAL59" --pool-dir "$OUT/ranking_pool" \
+  --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --evaluators "$WEIGHTS/bps_evaluator.pt,$OUT/bps_evaluator_turned/best.pt" \
+  --out "$OUT/evaluator_ranking.json"
 VAL=procedural/box_0007,procedural/cylinder_0027,procedural/sphere_0003,procedural/capsule_0009,procedural/cup_0006
 VAL=$VAL,procedural/mug_0010,procedural/bottle_0003,procedural/bowl_0004,procedural/irregular_0007
 VAL=$VAL,procedural/composite_0001,pybullet/001,pybullet/010,pybullet/023,pybullet/024,pybullet/033,pybullet/085

@@ -110,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--retry-skipped", action="store_true", help="try the objects skipped before again")
     parser.add_argument("--merge", type=Path, metavar="OUT.h5", help="then write every shard into one HDF5 dataset")
     parser.add_argument("--generated-only", action="store_true", help="with --merge: leave the mined grasps out")
+    parser.add_argument("--headings", type=int, default=1,
+                        help="with --merge: also store every object's BPS at this many headings about the vertical "
+                             "(for getagrip-train bps-evaluator --turn-objects)")
     parser.add_argument("--histograms", type=Path, metavar="OUT.png", help="with --merge: draw the label histograms")
     parser.add_argument("--fixed-grasps", type=Path, metavar="OUT.npz",
                         help="write the fixed sampler's set: the best grasp with y_PGS >= 0.9 of every object")
@@ -128,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.objects is None and args.merge is None and args.fixed_grasps is None and not args.mine:
         print("error: give --objects to generate, --mine, --merge to merge and/or --fixed-grasps", file=sys.stderr)
         return 2
-    if args.histograms is not None and args.merge is None:
-        print("error: --histograms needs --merge", file=sys.stderr)
+    if (args.histograms is not None or args.headings != 1) and args.merge is None:
+        print("error: --histograms and --headings need --merge", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")  # reasons are printed below
     config = GenerationConfig(seed=args.seed)
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             _report_mining(mined)
             failed = failed or bool(mined.failed)
         if args.merge is not None:
-            path = merge_shards(args.out, args.merge, include_mined=not args.generated_only)
+            path = merge_shards(args.out, args.merge, include_mined=not args.generated_only, headings=args.headings)
             print(f"wrote {path}")
             data = read_bps_dataset(path)
             print("\n".join(f"  {line}" for line in dataset_stats(data).lines()))

@@ -54,7 +54,7 @@ def _config(args: argparse.Namespace):
     if args.command == "bps-evaluator":
         model = _replace(config.model, args, {"hidden_width": "hidden_width", "block_neurons": "block_neurons",
                                               "dropout": "dropout"})
-        return dataclasses.replace(config, model=model)
+        return dataclasses.replace(config, model=model, turn_objects=args.turn_objects)
     if args.command == "bps-sampler":
         model = _replace(config.model, args, {k: k for k in ("d_model", "num_tokens", "num_heads", "block_neurons")})
         diffusion = _replace(config.diffusion, args, {"num_timesteps": "num_timesteps"})
@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--hidden-width", type=int, help="residual block width (public: 2048)")
     ev.add_argument("--block-neurons", type=int, help="inner width of each residual block (public: 256)")
     ev.add_argument("--dropout", type=float)
+    ev.add_argument("--turn-objects", action="store_true",
+                    help="show every training grasp with its object at a random heading (needs /bpss_turned: "
+                         "getagrip-generate --merge ... --headings K)")
     sa = sub.add_parser("bps-sampler", parents=[common], help="BPS diffusion grasp sampler")
     sa.add_argument("--d-model", type=int, help="token width (public: 128)")
     sa.add_argument("--num-tokens", type=int, help="tokens per grasp (public: 4)")

@@ -42,7 +42,7 @@ from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.errors import ObjectRejected
 from getagrip_ros.objects.mesh_object import ObjectSpec, PrepareConfig, prepare_object
 from getagrip_ros.objects.settle import SettleConfig
-from getagrip_ros.perception.bps import public_basis_points_By
+from getagrip_ros.perception.bps import encode_bps_turned, public_basis_points_By
 from getagrip_ros.perception.capture_trajectory import SpiralConfig, spiral_poses
 from getagrip_ros.perception.depth_cloud import backproject_object
 from getagrip_ros.perception.point_cloud import CloudCleaningConfig, clean_object_cloud
@@ -500,12 +500,14 @@ def generate_dataset(objects: Sequence[ObjectSpec | str], run_dir: str | Path,
                              {k: v for k, v in failed.items() if k in requested}, outcomes.counts, wall_s, num_workers)
 
 
-def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = True) -> Path:
+def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = True, headings: int = 1) -> Path:
     """Write every shard of run_dir into one BPS grasp dataset (public layout), objects ordered by name.
 
     One /bpss row per object, object codes = object names, point-cloud paths = the shard files (they hold
     the clouds), /object_state = the object's pose in Oy (at rest). An object's mined grasps
     (``mined/``, :mod:`getagrip_ros.data.mining`) follow its generated ones unless include_mined is False.
+    With headings K > 1 the dataset also holds /bpss_turned: every object's BPS at K headings about the vertical
+    (the evaluator's turn augmentation; the labels do not depend on the heading of an object on a flat table).
 
     Raises:
         ValueError: run_dir holds no shard, or a mined shard does not match its object's generated shard.
@@ -529,6 +531,12 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = 
         for k in ("grasps_Oy", "y_pick", "y_coll", "y_PGS"):
             row[k] = np.concatenate([row[k], mined[k]])
     rows.sort(key=lambda r: str(r["object_name"]))
+    if headings < 1:
+        raise ValueError(f"headings must be >= 1, got {headings}")
+    turned = None
+    if headings > 1:
+        yaw_rad = 2 * np.pi * np.arange(headings) / headings
+        turned = np.stack([encode_bps_turned(load_shard(r["path"]).cloud_world_m, yaw_rad) for r in rows])
     states = []
     for r in rows:
         T_Oy_object = np.linalg.inv(r["T_world_Oy"]) @ r["T_world_object"]
@@ -539,7 +547,8 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = 
         object_codes=[str(r["object_name"]) for r in rows], grasps=np.concatenate([r["grasps_Oy"] for r in rows]),
         grasp_bps_idx=np.concatenate([np.full(len(r["grasps_Oy"]), i) for i, r in enumerate(rows)]),
         **{y: np.concatenate([r[y] for r in rows]) for y in ("y_pick", "y_coll", "y_PGS")},
-        point_cloud_filepaths=[str(r["path"].relative_to(run_dir)) for r in rows], object_states=np.concatenate(states))
+        point_cloud_filepaths=[str(r["path"].relative_to(run_dir)) for r in rows], object_states=np.concatenate(states),
+        bpss_turned_m=turned)
 
 
 def write_fixed_grasp_set(run_dir: str | Path, path: str | Path, min_y_pgs: float = 0.9, per_object: int = 1) -> Path:

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import torch
 
-from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.grasp.grasp import SLICE_DIRECTIONS, SLICE_POSITION, SLICE_ROT6D, Grasp
 from getagrip_ros.grasp.rotations import rotation_x
 
 #: World "up" and "forward" directions of the robot base frame.
@@ -60,3 +60,24 @@ def grasp_yup_to_zup(grasp_Oy: Grasp, frame_id: str = "object") -> Grasp:
 def grasp_zup_to_yup(grasp_O: Grasp, frame_id: str = "Oy") -> Grasp:
     """Grasps in a z-up object frame -> the public y-up object frame Oy with the same origin."""
     return grasp_O.transformed(invert_transform(T_zup_yup(grasp_O.palm_position_m.dtype)), frame_id)
+
+
+def turn_grasp_vectors_about_up_Oy(vectors_Oy: torch.Tensor, yaw_rad: torch.Tensor) -> torch.Tensor:
+    """(B, 37) grasp vectors in Oy, each turned by its angle (radians, (B,)) about Oy's y axis, the vertical through
+    the object centroid: position, the two stored rotation columns and the directions turned, joints kept,
+    nothing re-orthonormalised. The same turn as the world rotation Rz(yaw) about that vertical (Oy is
+    Rx(+90 deg) of the z-up frame), so a grasp turned with its object
+    (:func:`getagrip_ros.perception.bps.encode_bps_turned`) stays the same grasp."""
+    R = _rotation_about_y(yaw_rad, vectors_Oy)
+    out = vectors_Oy.clone()
+    out[:, SLICE_POSITION] = torch.einsum("bij,bj->bi", R, vectors_Oy[:, SLICE_POSITION])
+    out[:, SLICE_ROT6D] = (R @ vectors_Oy[:, SLICE_ROT6D].reshape(-1, 3, 2)).reshape(-1, 6)
+    out[:, SLICE_DIRECTIONS] = torch.einsum("bij,bkj->bki", R, vectors_Oy[:, SLICE_DIRECTIONS].reshape(-1, 4, 3)).reshape(-1, 12)
+    return out
+
+
+def _rotation_about_y(yaw_rad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """(B, 3, 3) rotations about y by each angle, dtype and device of ``like``."""
+    yaw = torch.as_tensor(yaw_rad, dtype=like.dtype, device=like.device)
+    c, s, zero, one = yaw.cos(), yaw.sin(), torch.zeros_like(yaw), torch.ones_like(yaw)
+    return torch.stack([c, zero, s, zero, one, zero, -s, zero, c], dim=-1).reshape(-1, 3, 3)

@@ -74,3 +74,19 @@ def encode_bps(points_world_m: np.ndarray, origin_world_m: np.ndarray | None = N
     origin = bps_frame_origin(pts) if origin_world_m is None else np.asarray(origin_world_m, dtype=float)
     distances, _ = cKDTree(pts - origin).query(basis_points_B(), k=1)
     return BpsEncoding(distances.astype(np.float32), origin)
+
+
+def encode_bps_turned(points_world_m: np.ndarray, yaw_rad: np.ndarray) -> np.ndarray:
+    """(K, 4096) BPS of the cloud turned by each angle (radians) about the vertical through its centroid.
+
+    The origin stays below the (unmoved) centroid, so yaw 0 gives :func:`encode_bps` of the cloud; a grasp
+    turned with its object is :func:`getagrip_ros.grasp.frames.turn_grasp_vectors_about_up_Oy`.
+    """
+    pts = np.asarray(points_world_m, dtype=float)
+    origin = bps_frame_origin(pts)
+    rows = []
+    for yaw in np.asarray(yaw_rad, dtype=float).reshape(-1):
+        c, s = np.cos(yaw), np.sin(yaw)
+        Rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        rows.append(encode_bps((pts - origin) @ Rz.T + origin, origin).distances_m)
+    return np.stack(rows)

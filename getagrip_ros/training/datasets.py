@@ -12,6 +12,9 @@ N grasps, P basis points, metres (frames Oy and By as in :mod:`getagrip_ros.mode
     /object_state (N, 13) f4        object xyz, quaternion xyzw, linear and angular velocity before the grasp
     /grasp_idx (N,) i4              index of the grasp among its object's grasps
     attribute num_grasps = N
+    /bpss_turned (O, K, P) f4       optional (getagrip extension): the BPS of each object's cloud turned by
+                                    2 pi k / K about the vertical through its centroid (k = 0: /bpss); a grasp
+                                    turned with it is getagrip_ros.grasp.frames.turn_grasp_vectors_about_up_Oy
 
 NeRF grasp dataset (NeRF evaluator; key names as the public ``create_nerf_grasp_dataset.py``), one row per grasp:
 
@@ -59,6 +62,7 @@ _BPS_SPEC: dict[str, Shape] = {
     "/basis_points": ("P", 3), "/bpss": ("O", "P"), "/object_code": ("O",), "/object_scale": ("O",),
     "/point_cloud_filepath": ("O",), "/grasps": ("N", GRASP_DIM), "/grasp_bps_idx": ("N",),
     **{f"/{name}": ("N",) for name in LABEL_NAMES}, "/object_state": ("N", OBJECT_STATE_DIM), "/grasp_idx": ("N",),
+    "/bpss_turned": ("O", "K", "P"),
 }
 _BPS_REQUIRED = ("/basis_points", "/bpss", "/object_code", "/grasps", "/grasp_bps_idx", *(f"/{n}" for n in LABEL_NAMES))
 
@@ -101,6 +105,8 @@ class BpsGraspDataset:
     """(N, 13) float32."""
     grasp_idx: np.ndarray
     """(N,) int64."""
+    bpss_turned_m: np.ndarray | None = None
+    """(O, K, P) float32 BPS of each object at K headings (2 pi k / K about the vertical), or None."""
 
     @property
     def num_grasps(self) -> int:
@@ -263,7 +269,8 @@ def _validate_bps(arrays: dict[str, np.ndarray], attrs: dict, where: str) -> Bps
         point_cloud_filepaths=arrays.get("/point_cloud_filepath", np.full(num_objects, "")),
         grasps=arrays["/grasps"].astype(np.float32), grasp_bps_idx=bps_idx, labels=labels,
         object_states=object_states.astype(np.float32),
-        grasp_idx=arrays.get("/grasp_idx", _grasp_idx_within_object(bps_idx.astype(str))).astype(np.int64))
+        grasp_idx=arrays.get("/grasp_idx", _grasp_idx_within_object(bps_idx.astype(str))).astype(np.int64),
+        bpss_turned_m=arrays["/bpss_turned"].astype(np.float32) if "/bpss_turned" in arrays else None)
 
 
 def read_bps_dataset(path: str | Path) -> BpsGraspDataset:
@@ -278,7 +285,7 @@ def write_bps_dataset(path: str | Path, *, basis_points_m: np.ndarray, bpss_m: n
                       grasps: np.ndarray, grasp_bps_idx: np.ndarray, y_pick: np.ndarray, y_coll: np.ndarray,
                       y_PGS: np.ndarray, object_scales: np.ndarray | None = None,
                       point_cloud_filepaths: Sequence[str] | None = None, object_states: np.ndarray | None = None,
-                      grasp_idx: np.ndarray | None = None) -> Path:
+                      grasp_idx: np.ndarray | None = None, bpss_turned_m: np.ndarray | None = None) -> Path:
     """Write a BPS grasp dataset (layout in the module docstring) atomically; the same checks as the reader.
 
     Defaults: object scale 1, empty point-cloud paths, objects at rest at the origin, grasp_idx counted per object.
@@ -298,6 +305,8 @@ def write_bps_dataset(path: str | Path, *, basis_points_m: np.ndarray, bpss_m: n
         "/grasp_idx": np.asarray(_grasp_idx_within_object(bps_idx.astype(str)) if grasp_idx is None else grasp_idx,
                                  np.int32),
     }
+    if bpss_turned_m is not None:
+        arrays["/bpss_turned"] = np.asarray(bpss_turned_m, np.float32)
     _validate_bps(arrays, {}, str(path))
     return _write_atomically(Path(path), arrays, {"num_grasps": n})
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from getagrip_ros.grasp.frames import turn_grasp_vectors_about_up_Oy
 from getagrip_ros.grasp.grasp import GRASP_DIM
 from getagrip_ros.models.bps_evaluator import LABEL_NAMES, Y_PGS, BpsEvaluator, BpsEvaluatorConfig
 from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
@@ -44,6 +45,10 @@ class BpsEvaluatorTrainConfig:
     loop: LoopConfig = LoopConfig(lr=1e-4, optimizer="adamw", weight_decay=0.01)
     model: BpsEvaluatorConfig = BpsEvaluatorConfig()
     """num_basis_points is taken from the dataset."""
+    turn_objects: bool = False
+    """Turn augmentation: each training grasp is shown with its object at a random one of the dataset's K headings
+    about the vertical (/bpss_turned) and turned with it; validation keeps the observed heading. The labels do not
+    depend on an object's heading on a flat table, and the BPS is not invariant to it."""
 
 
 @dataclass(frozen=True)
@@ -88,10 +93,20 @@ def train_bps_evaluator(dataset_path: str | Path, output_dir: str | Path,
     torch.manual_seed(loop.seed)
     model = BpsEvaluator(model_config).to(loop.device)
     bpss, grasps, labels, bps_idx = _bps_tensors(data, loop.device)
+    if config.turn_objects and data.bpss_turned_m is None:
+        raise ValueError(f"{path}: turn_objects needs /bpss_turned in the dataset "
+                         "(getagrip-generate --merge ... --headings K)")
+    bpss_turned = torch.from_numpy(data.bpss_turned_m).to(loop.device) if config.turn_objects else None
 
-    def batch_loss(indices: np.ndarray, _: torch.Generator) -> torch.Tensor:
+    def batch_loss(indices: np.ndarray, generator: torch.Generator) -> torch.Tensor:
         i = torch.from_numpy(indices).to(loop.device)
-        return torch.nn.functional.mse_loss(model(bpss[bps_idx[i]], grasps[i]), labels[i])
+        bps, g = bpss[bps_idx[i]], grasps[i]
+        if bpss_turned is not None and model.training:
+            k = torch.randint(bpss_turned.shape[1], (len(indices),), generator=generator).to(loop.device)
+            bps = bpss_turned[bps_idx[i], k]
+            yaw = 2 * torch.pi * k.to(g.dtype) / bpss_turned.shape[1]
+            g = turn_grasp_vectors_about_up_Oy(g, yaw)
+        return torch.nn.functional.mse_loss(model(bps, g), labels[i])
 
     task = TrainingTask(
         "bps_evaluator", model, model_config, split.train, split.val, batch_loss,

@@ -17,7 +17,7 @@ from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.objects.catalog import object_by_name, user_object
 from getagrip_ros.objects.mesh_object import ObjectSpec, PrepareConfig, prepare_object
 from getagrip_ros.objects.settle import SettleConfig
-from getagrip_ros.perception.bps import public_basis_points_By
+from getagrip_ros.perception.bps import encode_bps_turned, public_basis_points_By
 from getagrip_ros.perception.capture_trajectory import SpiralConfig
 from getagrip_ros.planning.object_input import object_from_points
 from getagrip_ros.sim.scene import CameraConfig
@@ -183,6 +183,22 @@ def test_merge_writes_the_public_bps_layout(run, tmp_path):
         np.testing.assert_allclose(Rotation.from_quat(state[3:7]).as_matrix()[:, 2], [0.0, 1.0, 0.0], atol=1e-6)
     with pytest.raises(ValueError, match="no shards"):
         merge_shards(tmp_path / "empty", tmp_path / "empty.h5")
+    assert data.bpss_turned_m is None
+
+
+def test_merge_with_headings_stores_every_objects_bps_turned_about_the_vertical(run, tmp_path):
+    run_dir, _, _, _ = run
+    data = read_bps_dataset(merge_shards(run_dir, tmp_path / "data.h5", headings=4))
+    assert data.bpss_turned_m.shape == (len(OBJECTS), 4, 4096)
+    np.testing.assert_allclose(data.bpss_turned_m[:, 0], data.bpss_m, atol=1e-6)
+    shard = load_shard(shard_path(run_dir, OBJECTS[0]))
+    np.testing.assert_allclose(data.bpss_turned_m[0, 2], encode_bps_turned(shard.cloud_world_m, [np.pi])[0])
+    assert np.abs(data.bpss_turned_m[:, 1] - data.bpss_m).max() > 1e-3  # nearly round test objects: small but real
+    with pytest.raises(ValueError, match="headings"):
+        merge_shards(run_dir, tmp_path / "bad.h5", headings=0)
+    assert main(["--out", str(run_dir), "--merge", str(tmp_path / "cli.h5"), "--headings", "2", "--quiet"]) == 0
+    assert read_bps_dataset(tmp_path / "cli.h5").bpss_turned_m.shape == (len(OBJECTS), 2, 4096)
+    assert main(["--out", str(run_dir), "--headings", "2"]) == 2
 
 
 def test_cli_resolves_objects_merges_and_reports(run, tmp_path, capsys):

@@ -33,6 +33,10 @@ def test_bps_dataset_round_trip(tmp_path):
         assert f.attrs["num_grasps"] == 4 * NUM_OBJECTS
         assert f["/object_state"].shape == (4 * NUM_OBJECTS, 13) and f["/point_cloud_filepath"].shape == (NUM_OBJECTS,)
     assert not list(tmp_path.glob(".*tmp"))
+    assert data.bpss_turned_m is None
+    turned = np.stack([arrays["bpss_m"], 2 * arrays["bpss_m"]], axis=1)
+    data = read_bps_dataset(write_bps_dataset(tmp_path / "turned.h5", **arrays, bpss_turned_m=turned))
+    np.testing.assert_allclose(data.bpss_turned_m, turned, rtol=1e-6)
 
 
 def test_bps_reader_accepts_a_public_style_file(tmp_path):
@@ -55,7 +59,8 @@ def _edit(path, key, value=None):
         if key.startswith("attr:"):
             f.attrs[key[5:]] = value
             return
-        del f[key]
+        if key in f:
+            del f[key]
         if value is not None:
             f[key] = value
 
@@ -75,6 +80,8 @@ BAD_BPS = [
     ("/y_PGS", np.full(N, 1.5), "/y_PGS: labels must lie in [0, 1]"),
     ("/grasps", np.full((N, 37), np.inf), "/grasps: 888 NaN or infinite"),
     ("attr:num_grasps", N + 1, "num_grasps"),
+    ("/bpss_turned", np.zeros((NUM_OBJECTS, 2, 31)), "/bpss_turned: shape"),
+    ("/bpss_turned", np.zeros((NUM_OBJECTS - 1, 2, 32)), "/bpss_turned: shape"),
 ]
 
 

@@ -55,6 +55,9 @@ def test_cli_reports_bad_input_without_a_traceback(bps_dataset, tmp_path, capsys
     assert main(["bps-evaluator", "--dataset", str(bps_dataset), "--output-dir", str(tmp_path), "--batch-size", "1"]) == 2
     err = capsys.readouterr().err
     assert "batch_size >= 2" in err and "Traceback" not in err
+    assert main(["bps-evaluator", "--dataset", str(bps_dataset), "--output-dir", str(tmp_path / "t"), "--turn-objects"]) == 2
+    err = capsys.readouterr().err
+    assert "needs /bpss_turned" in err and "--headings" in err and "Traceback" not in err
 
 
 def test_export_keeps_the_model_and_drops_the_training_state(bps_dataset, tmp_path, capsys):

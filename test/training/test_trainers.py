@@ -79,6 +79,30 @@ def test_resume_with_other_settings_fails_clearly(bps_dataset, tmp_path):
     assert train_bps_evaluator(bps_dataset, tmp_path, tiny_evaluator(epochs=2), progress=False).epochs_run == 1
 
 
+def test_turn_augmentation_shows_training_objects_at_other_headings_and_validates_unturned(tmp_path):
+    arrays = bps_arrays()
+    one = write_bps_dataset(tmp_path / "one.h5", **arrays, bpss_turned_m=arrays["bpss_m"][:, None])
+    turned = np.stack([arrays["bpss_m"], arrays["bpss_m"][::-1], arrays["bpss_m"][:, ::-1]], axis=1)
+    three = write_bps_dataset(tmp_path / "three.h5", **arrays, bpss_turned_m=turned)
+    config = dataclasses.replace(tiny_evaluator(epochs=2), turn_objects=True)
+
+    def history(dataset, cfg, name):
+        return json.loads(train_bps_evaluator(dataset, tmp_path / name, cfg, progress=False).history_path.read_text())
+
+    plain = history(one, tiny_evaluator(epochs=2), "plain")
+    # one heading = the observed one: the same training as without turns
+    assert history(one, config, "one")["train_loss"] == pytest.approx(plain["train_loss"], rel=1e-6)
+    result = train_bps_evaluator(three, tmp_path / "three", config, progress=False)
+    three_history = json.loads(result.history_path.read_text())
+    assert three_history["train_loss"] != pytest.approx(plain["train_loss"], rel=1e-3)
+    data = read_bps_dataset(three)
+    split = split_by_object(data.grasp_object_codes, 0.34, 0.0, seed=0)
+    last = load_checkpoint(result.last_checkpoint, "bps_evaluator")  # validation saw the observed heading
+    assert _bps_val_loss(last.model, data, split.val) == pytest.approx(three_history["val_loss"][-1], rel=1e-5)
+    with pytest.raises(ValueError, match="headings"):
+        train_bps_evaluator(write_bps_dataset(tmp_path / "none.h5", **arrays), tmp_path / "none", config, progress=False)
+
+
 def test_bps_sampler_trains_on_normalised_good_grasps(bps_dataset, tmp_path):
     result = train_bps_sampler(bps_dataset, tmp_path, tiny_sampler(epochs=3), progress=False)
     history = json.loads(result.history_path.read_text())

@@ -1,0 +1,135 @@
+"""How well do evaluators rank? Every fixed-set grasp labelled on held-out objects, then each evaluator scored offline.
+
+The simulated evidence (``bench_evaluator_evidence.py``) measures a whole plan; this separates the two things
+that limit it. For each object the fixed set is placed on the object's observed cloud as the planner does
+(cable filter included) and every candidate is executed ``--executions`` times with the label noise in the
+floating-hand world; the labelled pools are cached per object in ``--pool-dir`` (resumable). Then, for each
+evaluator, without refinement:
+
+- random-5: mean y_PGS of the pool (what an unranked plan gets on average),
+- oracle-5: mean y_PGS of the 5 best-labelled candidates (the most any ranking could get; with 1 execution
+  per candidate it is biased up),
+- top-5: mean y_PGS of the evaluator's 5 best-predicted candidates,
+- AUC: probability that a candidate with y_PGS > 0.5 is predicted above one without, per object with both.
+
+Evaluators are compared on the same labelled candidates, so their differences are paired (no new simulation).
+
+    python benchmarks/bench_evaluator_ranking.py --objects "$(cat val_objects.txt)" --pool-dir runs/pool \\
+        --fixed-grasps fixed.npz --evaluators shipped.pt,other.pt [--ensemble] --out ranking.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from getagrip_ros.cli.generate import resolve_objects
+from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object
+from getagrip_ros.data.labels import LabelConfig, label_grasps
+from getagrip_ros.grasp.filters import cable_filter_mask
+from getagrip_ros.grasp.frames import invert_transform
+from getagrip_ros.models.bps_evaluator import Y_PGS
+from getagrip_ros.models.checkpoints import load_checkpoint
+from getagrip_ros.objects.catalog import object_by_name
+from getagrip_ros.objects.errors import ObjectRejected
+from getagrip_ros.objects.mesh_object import prepare_object
+from getagrip_ros.planning.object_input import object_from_points
+from getagrip_ros.planning.samplers import FixedSampler, load_grasp_set
+from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.sim.scene import SceneConfig
+from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+
+TOP_K = 5
+
+
+def label_pool(name: str, grasp_set_Oy, hand: AllegroHand, executions: int) -> dict[str, np.ndarray]:
+    """The cable-filtered fixed set on one object's observed cloud, each grasp labelled (Oy grasps, BPS, y_PGS)."""
+    obj = prepare_object(object_by_name(name))
+    with SimWorld(SceneConfig(robot="floating_hand"), obj, ObjectPlacement()) as world:
+        cloud = observe_object(world, CloudConfig(), np.random.default_rng(object_seed(name, 0)))
+        planning = object_from_points(cloud, "world")
+        grasps = FixedSampler(grasp_set_Oy).sample(planning, len(grasp_set_Oy), torch.Generator().manual_seed(0),
+                                                   lambda _: None)
+        lower, upper = hand.lower_limits_rad.double(), hand.upper_limits_rad.double()
+        grasps.joint_angles_rad = torch.maximum(torch.minimum(grasps.joint_angles_rad, upper), lower)
+        grasps = grasps[cable_filter_mask(grasps)]
+        labels = label_grasps(world, grasps, hand, LabelConfig(num_perturbations=executions),
+                              torch.Generator().manual_seed(object_seed(name, 1)))
+    grasps_Oy = grasps.transformed(invert_transform(planning.T_frame_Oy), "Oy")
+    return {"grasps_Oy": grasps_Oy.to_numpy_vector().astype(np.float32), "bps_m": planning.bps_m.astype(np.float32),
+            "y_PGS": np.array([label.y_pgs for label in labels], np.float32)}
+
+
+def ranking_scores(pools: list[dict[str, np.ndarray]], predict) -> dict[str, float]:
+    """top-5 success and mean per-object AUC of predict(bps (4096,), grasps (n, 37)) -> (n,) scores."""
+    top, aucs = [], []
+    for pool in pools:
+        scores = predict(pool["bps_m"], pool["grasps_Oy"])
+        top.append(pool["y_PGS"][np.argsort(-scores, kind="stable")[:TOP_K]].mean())
+        good = pool["y_PGS"] > 0.5
+        if good.any() and (~good).any():
+            aucs.append(float((scores[good][:, None] > scores[~good][None]).mean()))
+    return {"top5": float(np.mean(top)), "auc": float(np.mean(aucs)), "auc_objects": len(aucs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", required=True, help="sets (set or set:split) or catalog names, comma-separated")
+    parser.add_argument("--pool-dir", type=Path, required=True, help="labelled pools, one .npz per object (resumable)")
+    parser.add_argument("--fixed-grasps", required=True)
+    parser.add_argument("--executions", type=int, default=1, help="labelling trials per candidate")
+    parser.add_argument("--evaluators", default="", help="BPS evaluator checkpoints, comma-separated")
+    parser.add_argument("--ensemble", action="store_true", help="also score the mean prediction of all evaluators")
+    parser.add_argument("--out", type=Path, help="write the numbers as JSON")
+    args = parser.parse_args()
+
+    grasp_set = load_grasp_set(args.fixed_grasps)
+    hand = AllegroHand()
+    args.pool_dir.mkdir(parents=True, exist_ok=True)
+    pools = []
+    for spec in resolve_objects(args.objects):
+        name = spec if isinstance(spec, str) else spec.name
+        path = args.pool_dir / f"{name.replace('/', '__')}.npz"
+        if not path.exists():
+            try:
+                np.savez(path, **label_pool(name, grasp_set, hand, args.executions))
+            except ObjectRejected as exc:
+                print(f"  skipped: {exc}", flush=True)
+                continue
+        with np.load(path) as f:
+            pools.append({k: f[k] for k in f.files})
+        print(f"  {name}: {len(pools[-1]['y_PGS'])} candidates, {int((pools[-1]['y_PGS'] > 0.5).sum())} with y_PGS > 0.5",
+              flush=True)
+
+    report = {"objects": len(pools), "candidates_per_object": float(np.mean([len(p["y_PGS"]) for p in pools])),
+              "executions": args.executions, "random5": float(np.mean([p["y_PGS"].mean() for p in pools])),
+              "oracle5": float(np.mean([np.sort(p["y_PGS"])[-TOP_K:].mean() for p in pools])),
+              "objects_with_a_success": int(sum((p["y_PGS"] > 0.5).any() for p in pools)), "evaluators": {}}
+    models = {path: load_checkpoint(path, "bps_evaluator").model.eval() for path in args.evaluators.split(",") if path}
+
+    def predictor(chosen):
+        def predict(bps: np.ndarray, grasps: np.ndarray) -> np.ndarray:
+            return np.mean([m.conditioned(torch.from_numpy(bps))(torch.from_numpy(grasps))[:, Y_PGS].numpy()
+                            for m in chosen], axis=0)
+        return predict
+
+    for path, model in models.items():
+        report["evaluators"][path] = ranking_scores(pools, predictor([model]))
+    if args.ensemble and len(models) > 1:
+        report["evaluators"]["mean of all"] = ranking_scores(pools, predictor(list(models.values())))
+    print(f"\n{report['objects']} objects, {report['candidates_per_object']:.0f} candidates each, "
+          f"{report['objects_with_a_success']} with a success; random-5 {100 * report['random5']:.1f}%, "
+          f"oracle-5 {100 * report['oracle5']:.1f}%")
+    for path, row in report["evaluators"].items():
+        print(f"{Path(path).name:40s} top-5 {100 * row['top5']:5.1f}%  AUC {row['auc']:.3f} ({row['auc_objects']} objects)")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
