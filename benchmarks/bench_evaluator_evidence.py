@@ -7,7 +7,8 @@ as failures). Samplers and evaluators without a model file are left out; objects
 skipped with the reason.
 
     python benchmarks/bench_evaluator_evidence.py --objects tabletop-20 --bps-evaluator runs/eval/best.pt \\
-        --fixed-grasps fixed.npz [--bps-sampler runs/sampler/best.pt] [--samplers fixed,diffusion] [--out evidence.json]
+        --fixed-grasps fixed.npz [--bps-sampler runs/sampler/best.pt] [--geometry-evaluator geometry.pt] \\
+        [--samplers fixed,diffusion] [--out evidence.json]
 
 Objects can be split over processes (``--objects`` takes names) and the parts joined with
 ``--merge part1.json part2.json --out evidence.json``.
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--objects", default="tabletop-20", help="sets (set or set:split) or catalog names, comma-separated")
     parser.add_argument("--limit", type=int, help="only the first N objects")
     parser.add_argument("--bps-evaluator", default="")
+    parser.add_argument("--geometry-evaluator", default="")
     parser.add_argument("--fixed-grasps", default="")
     parser.add_argument("--bps-sampler", default="")
     parser.add_argument("--num-samples", type=int, default=GraspPlannerConfig.num_samples)
@@ -58,10 +60,12 @@ def main() -> None:
         _report(results, args.out)
         return
 
-    files = ModelFiles(bps_evaluator=args.bps_evaluator, fixed_grasps=args.fixed_grasps, bps_sampler=args.bps_sampler)
+    files = ModelFiles(bps_evaluator=args.bps_evaluator, fixed_grasps=args.fixed_grasps, bps_sampler=args.bps_sampler,
+                       geometry_evaluator=args.geometry_evaluator)
     available = {"heuristic": True, "fixed": bool(args.fixed_grasps), "diffusion": bool(args.bps_sampler)}
     samplers = [s for s in args.samplers.split(",") if available.get(s)]
-    evaluators = ["none"] + (["bps"] if args.bps_evaluator else [])
+    evaluators = ["none"] + [name for name, path in (("bps", args.bps_evaluator), ("geometry", args.geometry_evaluator))
+                             if path]
     methods = [Method(s, e) for s in samplers for e in evaluators]
     planner = GraspPlanner(GraspPlannerConfig(num_samples=args.num_samples, models=files))
     specs = resolve_objects(args.objects)[: args.limit]

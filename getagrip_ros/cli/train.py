@@ -3,6 +3,7 @@
     getagrip-train bps-evaluator --dataset bps.h5 --output-dir runs/bps_evaluator --epochs 20
     getagrip-train bps-sampler --dataset bps.h5 --output-dir runs/bps_sampler --epochs 200
     getagrip-train nerf-evaluator --dataset nerf.h5 --output-dir runs/nerf_evaluator --no-global
+    getagrip-train geometry-evaluator --dataset bps.h5 --output-dir runs/geometry_evaluator   # needs /object_points
     getagrip-train export runs/bps_evaluator/best.pt bps_evaluator.pt   # weights only, to ship or share
 
 Rerunning with the same --output-dir continues from its last.pt (same settings; --epochs is the total).
@@ -20,9 +21,11 @@ from getagrip_ros.models.checkpoints import CheckpointError, export_checkpoint
 from getagrip_ros.training.trainers import (
     BpsEvaluatorTrainConfig,
     BpsSamplerTrainConfig,
+    GeometryEvaluatorTrainConfig,
     NerfEvaluatorTrainConfig,
     train_bps_evaluator,
     train_bps_sampler,
+    train_geometry_evaluator,
     train_nerf_evaluator,
 )
 
@@ -49,12 +52,15 @@ def _replace(obj, args: argparse.Namespace, names: dict[str, str]):
 
 def _config(args: argparse.Namespace):
     config = {"bps-evaluator": BpsEvaluatorTrainConfig, "bps-sampler": BpsSamplerTrainConfig,
-              "nerf-evaluator": NerfEvaluatorTrainConfig}[args.command]()
+              "nerf-evaluator": NerfEvaluatorTrainConfig, "geometry-evaluator": GeometryEvaluatorTrainConfig}[args.command]()
     config = dataclasses.replace(config, loop=_replace(config.loop, args, {k: k for k in LOOP_OPTIONS}))
     if args.command == "bps-evaluator":
         model = _replace(config.model, args, {"hidden_width": "hidden_width", "block_neurons": "block_neurons",
                                               "dropout": "dropout"})
         return dataclasses.replace(config, model=model, turn_objects=args.turn_objects)
+    if args.command == "geometry-evaluator":
+        return dataclasses.replace(config, model=_replace(config.model, args, {"hidden_widths": "hidden_widths",
+                                                                             "dropout": "dropout"}))
     if args.command == "bps-sampler":
         model = _replace(config.model, args, {k: k for k in ("d_model", "num_tokens", "num_heads", "block_neurons")})
         diffusion = _replace(config.diffusion, args, {"num_timesteps": "num_timesteps"})
@@ -103,6 +109,10 @@ def _parser() -> argparse.ArgumentParser:
     ne.add_argument("--mlp-hidden", type=_ints, help="MLP widths, e.g. 256,256")
     ne.add_argument("--dropout", type=float)
     ne.add_argument("--no-global", action="store_true", help="do not use the global grid")
+    ge = sub.add_parser("geometry-evaluator", parents=[common],
+                        help="hand-object geometry evaluator (needs the object clouds: a dataset from getagrip-generate --merge)")
+    ge.add_argument("--hidden-widths", type=_ints, help="MLP widths, e.g. 512,512")
+    ge.add_argument("--dropout", type=float)
     ex = sub.add_parser("export", help="copy a checkpoint's model without its training state (to ship or share)")
     ex.add_argument("checkpoint", type=Path, help="a training checkpoint (best.pt, last.pt) or a public one")
     ex.add_argument("out", type=Path, help="the exported checkpoint")
@@ -121,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
         return 0
     train = {"bps-evaluator": train_bps_evaluator, "bps-sampler": train_bps_sampler,
-             "nerf-evaluator": train_nerf_evaluator}[args.command]
+             "nerf-evaluator": train_nerf_evaluator, "geometry-evaluator": train_geometry_evaluator}[args.command]
     try:
         result = train(args.dataset, args.output_dir, _config(args), progress=not args.quiet)
     except (FileNotFoundError, ValueError) as err:  # bad dataset, settings or checkpoint

@@ -506,6 +506,7 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = 
     One /bpss row per object, object codes = object names, point-cloud paths = the shard files (they hold
     the clouds), /object_state = the object's pose in Oy (at rest). An object's mined grasps
     (``mined/``, :mod:`getagrip_ros.data.mining`) follow its generated ones unless include_mined is False.
+    Every object's observed cloud goes in too, in its Oy (/object_points, /table_y: the geometry evaluator's input).
     With headings K > 1 the dataset also holds /bpss_turned: every object's BPS at K headings about the vertical
     (the evaluator's turn augmentation; the labels do not depend on the heading of an object on a flat table).
 
@@ -517,7 +518,7 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = 
     rows = []
     for path in (run_dir / SHARDS_DIR).rglob("*.npz"):
         with np.load(path) as f:
-            rows.append({k: f[k] for k in keys} | {"path": path})
+            rows.append({k: f[k] for k in (*keys, "cloud_world_m")} | {"path": path})
     if not rows:
         raise ValueError(f"{run_dir}: no shards to merge (in {run_dir / SHARDS_DIR})")
     by_name = {str(r["object_name"]): r for r in rows}
@@ -548,7 +549,13 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = 
         grasp_bps_idx=np.concatenate([np.full(len(r["grasps_Oy"]), i) for i, r in enumerate(rows)]),
         **{y: np.concatenate([r[y] for r in rows]) for y in ("y_pick", "y_coll", "y_PGS")},
         point_cloud_filepaths=[str(r["path"].relative_to(run_dir)) for r in rows], object_states=np.concatenate(states),
-        bpss_turned_m=turned)
+        bpss_turned_m=turned, object_clouds_Oy_m=[_points_in_Oy(r["cloud_world_m"], r["T_world_Oy"]) for r in rows],
+        table_y_m=np.array([-r["T_world_Oy"][2, 3] for r in rows]))
+
+
+def _points_in_Oy(points_world_m: np.ndarray, T_world_Oy: np.ndarray) -> np.ndarray:
+    """Points of the world frame in Oy (whose y axis is the world's up, so the table z = 0 is y = -T_world_Oy[2, 3])."""
+    return (np.asarray(points_world_m, np.float64) - T_world_Oy[:3, 3]) @ T_world_Oy[:3, :3]
 
 
 def write_fixed_grasp_set(run_dir: str | Path, path: str | Path, min_y_pgs: float = 0.9, per_object: int = 1) -> Path:

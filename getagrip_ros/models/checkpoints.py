@@ -24,6 +24,7 @@ from torch import nn
 
 from getagrip_ros.models.bps_evaluator import BpsEvaluator, BpsEvaluatorConfig
 from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
+from getagrip_ros.models.geometry_evaluator import GeometryEvaluator, GeometryEvaluatorConfig
 from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfig
 
 FORMAT = "getagrip_ros.checkpoint"
@@ -32,6 +33,7 @@ MODELS: dict[str, tuple[type, type]] = {
     "bps_evaluator": (BpsEvaluator, BpsEvaluatorConfig),
     "bps_sampler": (BpsSampler, BpsSamplerConfig),
     "nerf_evaluator": (NerfEvaluator, NerfEvaluatorConfig),
+    "geometry_evaluator": (GeometryEvaluator, GeometryEvaluatorConfig),
 }
 MODEL_KINDS = tuple(MODELS)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 SHIPPED = "shipped"
 WEIGHTS_DIR = Path(__file__).with_name("weights")
-SHIPPED_FILES = {"bps_evaluator": "bps_evaluator.pt", "bps_sampler": "bps_sampler.pt", "fixed_grasps": "fixed_grasps.npz"}
+SHIPPED_FILES = {"bps_evaluator": "bps_evaluator.pt", "bps_sampler": "bps_sampler.pt", "fixed_grasps": "fixed_grasps.npz",
+                 "geometry_evaluator": "geometry_evaluator.pt"}
 """Model-file setting -> file name in WEIGHTS_DIR (no NeRF evaluator ships: the data engine makes no NeRFs at scale)."""
 
 

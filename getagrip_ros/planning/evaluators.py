@@ -3,6 +3,8 @@
 - BPS evaluator: the object's BPS and the grasp in Oy.
 - NeRF evaluator: NeRF opacity on a grid in front of each fingertip and on a global grid around the
   centroid, each with the grid points' Oy coordinates as extra channels.
+- Geometry evaluator: the hand placed by forward kinematics and measured against the object's points
+  (:mod:`getagrip_ros.models.geometry_evaluator`); needs a point cloud or a NeRF, not a BPS alone.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 from getagrip_ros.grasp.frames import invert_transform
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.models.checkpoints import LoadedModel
+from getagrip_ros.models.geometry_evaluator import HandObjectFeatures
 from getagrip_ros.perception.bps import public_basis_points_By
 from getagrip_ros.perception.density import FingerGridConfig, GlobalGridConfig, finger_density_grids, global_density_grid
 from getagrip_ros.planning.object_input import PlanningObject
@@ -51,6 +54,28 @@ class BpsGraspEvaluator:
         def evaluate(grasps: Grasp) -> torch.Tensor:
             x = _grasps_in_Oy(grasps, obj).to_vector().to(self.device, torch.float32)
             return score(x).float().cpu()
+
+        return evaluate
+
+
+class GeometryGraspEvaluator:
+    def __init__(self, loaded: LoadedModel, hand: AllegroHand) -> None:
+        self.loaded, self.hand = loaded, hand
+        self.device = next(loaded.model.parameters()).device
+
+    def prepare(self, obj: PlanningObject) -> ScoreFn:
+        if obj.points_m is None:
+            raise StageError(StatusCode.INVALID_GOAL, "the geometry evaluator needs the object's points "
+                             "(a point cloud or a NeRF goal, not a BPS alone)")
+        T_Oy_frame = invert_transform(obj.T_frame_Oy).numpy()
+        cloud_Oy = np.asarray(obj.points_m, dtype=np.float64) @ T_Oy_frame[:3, :3].T + T_Oy_frame[:3, 3]
+        table_y = float(T_Oy_frame[1, 3])  # the frame's origin (on the table plane z = 0) has y = table height in Oy
+        features = HandObjectFeatures(self.hand, cloud_Oy, table_y, self.loaded.config.max_distance_m)
+        model = self.loaded.model
+
+        @torch.no_grad()
+        def evaluate(grasps: Grasp) -> torch.Tensor:
+            return model(features(_grasps_in_Oy(grasps, obj)).to(self.device)).float().cpu()
 
         return evaluate
 

@@ -23,7 +23,7 @@ from getagrip_ros.grasp.perturb import PerturbationConfig
 from getagrip_ros.models.bps_evaluator import Y_PGS
 from getagrip_ros.models.checkpoints import CheckpointError, LoadedModel, load_checkpoint
 from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
-from getagrip_ros.planning.evaluators import BpsGraspEvaluator, NerfGraspEvaluator, ScoreFn
+from getagrip_ros.planning.evaluators import BpsGraspEvaluator, GeometryGraspEvaluator, NerfGraspEvaluator, ScoreFn
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig
 from getagrip_ros.planning.object_input import PlanningObject, object_from_bps, object_from_nerf, object_from_points
 from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
@@ -33,7 +33,7 @@ from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StageTimer, StatusCode
 
 SAMPLERS = ("heuristic", "fixed", "diffusion")
-EVALUATORS = ("none", "bps", "nerf")
+EVALUATORS = ("none", "bps", "nerf", "geometry")
 BPS_SIZE = 4096
 MAX_GRASPS = 10_000
 
@@ -51,6 +51,8 @@ class ModelFiles:
     """Diffusion sampler checkpoint."""
     fixed_grasps: str = SHIPPED
     """Fixed grasp set: our .npz or the public .npy grasp-config dict."""
+    geometry_evaluator: str = SHIPPED
+    """Hand-object geometry evaluator checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,9 @@ def validate_request(request: PlanRequest, min_points: int) -> None:
                          "with a BPS only, use the diffusion or fixed sampler")
     if request.evaluator == "nerf" and request.nerf_config_path is None:
         raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source (nerf_config_path)")
+    if request.evaluator == "geometry" and request.bps is not None:
+        raise StageError(StatusCode.INVALID_GOAL, "the geometry evaluator needs the object's points: "
+                         "give a point cloud or a NeRF, not a BPS alone")
 
 
 class GraspPlanner:
@@ -233,7 +238,7 @@ class GraspPlanner:
             if wanted(setting, getattr(m, setting)):
                 self._sampler(name)
                 loaded.append(f"sampler {name}")
-        for name, setting in (("bps", "bps_evaluator"), ("nerf", "nerf_evaluator")):
+        for name, setting in (("bps", "bps_evaluator"), ("nerf", "nerf_evaluator"), ("geometry", "geometry_evaluator")):
             if wanted(setting, getattr(m, setting)):
                 self._evaluator(name)
                 loaded.append(f"evaluator {name}")
@@ -253,6 +258,8 @@ class GraspPlanner:
     def _evaluator(self, name: str):
         if name == "bps":
             return BpsGraspEvaluator(self._model("bps_evaluator", "BPS evaluator"))
+        if name == "geometry":
+            return GeometryGraspEvaluator(self._model("geometry_evaluator", "geometry evaluator"), self.hand)
         return NerfGraspEvaluator(self._model("nerf_evaluator", "NeRF evaluator"),
                                   self.hand, self.config.nerf_evaluator_batch_size)
 

@@ -15,6 +15,10 @@ N grasps, P basis points, metres (frames Oy and By as in :mod:`getagrip_ros.mode
     /bpss_turned (O, K, P) f4       optional (getagrip extension): the BPS of each object's cloud turned by
                                     2 pi k / K about the vertical through its centroid (k = 0: /bpss); a grasp
                                     turned with it is getagrip_ros.grasp.frames.turn_grasp_vectors_about_up_Oy
+    /object_points (M, 3) f4        optional (getagrip extension, with the next two): every object's observed cloud
+                                    in its frame Oy, object after object (the geometry evaluator's input)
+    /object_num_points (O,) i4      points of each object in /object_points (>= 1, summing to M)
+    /table_y (O,) f4                the table plane's y in each object's Oy (minus the centroid's height)
 
 NeRF grasp dataset (NeRF evaluator; key names as the public ``create_nerf_grasp_dataset.py``), one row per grasp:
 
@@ -62,8 +66,9 @@ _BPS_SPEC: dict[str, Shape] = {
     "/basis_points": ("P", 3), "/bpss": ("O", "P"), "/object_code": ("O",), "/object_scale": ("O",),
     "/point_cloud_filepath": ("O",), "/grasps": ("N", GRASP_DIM), "/grasp_bps_idx": ("N",),
     **{f"/{name}": ("N",) for name in LABEL_NAMES}, "/object_state": ("N", OBJECT_STATE_DIM), "/grasp_idx": ("N",),
-    "/bpss_turned": ("O", "K", "P"),
+    "/bpss_turned": ("O", "K", "P"), "/object_points": ("M", 3), "/object_num_points": ("O",), "/table_y": ("O",),
 }
+_BPS_CLOUD_KEYS = ("/object_points", "/object_num_points", "/table_y")
 _BPS_REQUIRED = ("/basis_points", "/bpss", "/object_code", "/grasps", "/grasp_bps_idx", *(f"/{n}" for n in LABEL_NAMES))
 
 _NERF_SPEC: dict[str, Shape] = {
@@ -107,6 +112,23 @@ class BpsGraspDataset:
     """(N,) int64."""
     bpss_turned_m: np.ndarray | None = None
     """(O, K, P) float32 BPS of each object at K headings (2 pi k / K about the vertical), or None."""
+    object_points_Oy_m: np.ndarray | None = None
+    """(M, 3) float32 every object's observed cloud in its Oy, object after object, or None."""
+    object_num_points: np.ndarray | None = None
+    """(O,) int64 points of each object in object_points_Oy_m."""
+    table_y_m: np.ndarray | None = None
+    """(O,) float32 the table plane's y in each object's Oy."""
+
+    @property
+    def has_clouds(self) -> bool:
+        return self.object_points_Oy_m is not None
+
+    def object_cloud_Oy_m(self, index: int) -> np.ndarray:
+        """(n, 3) observed cloud of object ``index`` in its Oy (ValueError when the dataset holds no clouds)."""
+        if self.object_points_Oy_m is None or self.object_num_points is None:
+            raise ValueError("the dataset holds no object clouds (/object_points)")
+        start = int(self.object_num_points[:index].sum())
+        return self.object_points_Oy_m[start: start + int(self.object_num_points[index])]
 
     @property
     def num_grasps(self) -> int:
@@ -263,6 +285,14 @@ def _validate_bps(arrays: dict[str, np.ndarray], attrs: dict, where: str) -> Bps
     labels = _check_labels(arrays, where)
     bps_idx = _check_index(arrays, "/grasp_bps_idx", num_objects, "/bpss", where)
     object_states = arrays.get("/object_state", np.tile(IDENTITY_OBJECT_STATE, (n, 1)))
+    clouds = [key for key in _BPS_CLOUD_KEYS if key in arrays]
+    if clouds and len(clouds) != len(_BPS_CLOUD_KEYS):
+        raise DatasetError(f"{where}: object clouds need all of {list(_BPS_CLOUD_KEYS)}, got only {clouds}")
+    if clouds:
+        counts = arrays["/object_num_points"]
+        if not np.issubdtype(counts.dtype, np.integer) or counts.min() < 1 or counts.sum() != len(arrays["/object_points"]):
+            raise DatasetError(f"{where}: /object_num_points must be integers >= 1 summing to the "
+                               f"{len(arrays['/object_points'])} rows of /object_points")
     return BpsGraspDataset(
         basis_points_m=arrays["/basis_points"].astype(np.float32), bpss_m=arrays["/bpss"].astype(np.float32),
         object_codes=arrays["/object_code"], object_scales=arrays.get("/object_scale", np.ones(num_objects)).astype(np.float32),
@@ -270,7 +300,10 @@ def _validate_bps(arrays: dict[str, np.ndarray], attrs: dict, where: str) -> Bps
         grasps=arrays["/grasps"].astype(np.float32), grasp_bps_idx=bps_idx, labels=labels,
         object_states=object_states.astype(np.float32),
         grasp_idx=arrays.get("/grasp_idx", _grasp_idx_within_object(bps_idx.astype(str))).astype(np.int64),
-        bpss_turned_m=arrays["/bpss_turned"].astype(np.float32) if "/bpss_turned" in arrays else None)
+        bpss_turned_m=arrays["/bpss_turned"].astype(np.float32) if "/bpss_turned" in arrays else None,
+        object_points_Oy_m=arrays["/object_points"].astype(np.float32) if clouds else None,
+        object_num_points=arrays["/object_num_points"].astype(np.int64) if clouds else None,
+        table_y_m=arrays["/table_y"].astype(np.float32) if clouds else None)
 
 
 def read_bps_dataset(path: str | Path) -> BpsGraspDataset:
@@ -285,10 +318,12 @@ def write_bps_dataset(path: str | Path, *, basis_points_m: np.ndarray, bpss_m: n
                       grasps: np.ndarray, grasp_bps_idx: np.ndarray, y_pick: np.ndarray, y_coll: np.ndarray,
                       y_PGS: np.ndarray, object_scales: np.ndarray | None = None,
                       point_cloud_filepaths: Sequence[str] | None = None, object_states: np.ndarray | None = None,
-                      grasp_idx: np.ndarray | None = None, bpss_turned_m: np.ndarray | None = None) -> Path:
+                      grasp_idx: np.ndarray | None = None, bpss_turned_m: np.ndarray | None = None,
+                      object_clouds_Oy_m: Sequence[np.ndarray] | None = None, table_y_m: np.ndarray | None = None) -> Path:
     """Write a BPS grasp dataset (layout in the module docstring) atomically; the same checks as the reader.
 
     Defaults: object scale 1, empty point-cloud paths, objects at rest at the origin, grasp_idx counted per object.
+    ``object_clouds_Oy_m`` (one (n, 3) cloud per object, in its Oy) goes with ``table_y_m`` (O,).
     """
     num_objects, n = len(bpss_m), len(grasps)
     bps_idx = np.asarray(grasp_bps_idx)
@@ -307,6 +342,12 @@ def write_bps_dataset(path: str | Path, *, basis_points_m: np.ndarray, bpss_m: n
     }
     if bpss_turned_m is not None:
         arrays["/bpss_turned"] = np.asarray(bpss_turned_m, np.float32)
+    if (object_clouds_Oy_m is None) != (table_y_m is None):
+        raise DatasetError(f"{path}: object clouds and table heights go together")
+    if object_clouds_Oy_m is not None:
+        arrays["/object_points"] = np.concatenate([np.asarray(c, np.float32).reshape(-1, 3) for c in object_clouds_Oy_m])
+        arrays["/object_num_points"] = np.array([len(c) for c in object_clouds_Oy_m], np.int32)
+        arrays["/table_y"] = np.asarray(table_y_m, np.float32)
     _validate_bps(arrays, {}, str(path))
     return _write_atomically(Path(path), arrays, {"num_grasps": n})
 

@@ -9,6 +9,9 @@ Defaults follow the public Get a Grip training scripts where they fit a CPU:
   checkpoint), epsilon-prediction diffusion loss, Adam lr 2e-4, gradient norm clipped to 1.
 - NeRF evaluator: AdamW lr 1e-4, weight decay 1e-3, gradient clip 1 (public batch 256), equally weighted L2 on the
   three success probabilities; inputs are the finger grids (opacity + object-frame xyz) and the global grid.
+- Geometry evaluator (ours): the hand-object features of every grasp on its object's observed cloud (the dataset's
+  /object_points), computed once and standardised by the training grasps' statistics (stored in the model);
+  AdamW lr 1e-3, weight decay 1e-2, 8 epochs, equally weighted L2.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import numpy as np
 import torch
 
 from getagrip_ros.grasp.frames import turn_grasp_vectors_about_up_Oy
-from getagrip_ros.grasp.grasp import GRASP_DIM
+from getagrip_ros.grasp.grasp import GRASP_DIM, Grasp
 from getagrip_ros.models.bps_evaluator import LABEL_NAMES, Y_PGS, BpsEvaluator, BpsEvaluatorConfig
 from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
 from getagrip_ros.models.diffusion import DiffusionConfig, DiffusionSchedule
+from getagrip_ros.models.geometry_evaluator import GeometryEvaluator, GeometryEvaluatorConfig, HandObjectFeatures
 from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfig
 from getagrip_ros.training.datasets import (
     BpsGraspDataset,
@@ -33,6 +37,7 @@ from getagrip_ros.training.datasets import (
     read_bps_dataset,
     read_nerf_grasp_dataset,
 )
+from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.training.loop import LoopConfig, TrainingTask, TrainResult, run_config_of, run_training
 from getagrip_ros.training.split import ObjectSplit, split_by_object
 
@@ -65,6 +70,12 @@ class BpsSamplerTrainConfig:
 class NerfEvaluatorTrainConfig:
     loop: LoopConfig = LoopConfig(batch_size=32, lr=1e-4, optimizer="adamw", weight_decay=1e-3, grad_clip_norm=1.0)
     model: NerfEvaluatorConfig = NerfEvaluatorConfig()
+
+
+@dataclass(frozen=True)
+class GeometryEvaluatorTrainConfig:
+    loop: LoopConfig = LoopConfig(epochs=8, lr=1e-3, optimizer="adamw", weight_decay=1e-2)
+    model: GeometryEvaluatorConfig = GeometryEvaluatorConfig()
 
 
 def _split_metadata(path: Path, split: ObjectSplit, train: np.ndarray, val: np.ndarray) -> dict:
@@ -204,4 +215,55 @@ def train_nerf_evaluator(dataset_path: str | Path, output_dir: str | Path,
     facts = {"num_grasps": data.num_grasps, "finger_grid": dataclasses.asdict(grid)}
     task = TrainingTask("nerf_evaluator", model, model_config, split.train, split.val, batch_loss,
                         run_config_of(config, facts), {}, metadata)
+    return run_training(task, loop, output_dir, progress)
+
+
+def geometry_features(data: BpsGraspDataset, config: GeometryEvaluatorConfig = GeometryEvaluatorConfig(),
+                      hand: AllegroHand | None = None, progress: bool = False) -> np.ndarray:
+    """(N, num_features) float32 hand-object features of every grasp of a dataset with object clouds.
+
+    Raises:
+        ValueError: the dataset holds no object clouds.
+    """
+    if not data.has_clouds:
+        raise ValueError("the dataset holds no object clouds (/object_points); merge the run again "
+                         "(getagrip-generate --out RUN --merge X.h5)")
+    from tqdm import tqdm
+
+    hand = hand or AllegroHand()
+    out = np.zeros((data.num_grasps, config.num_features), np.float32)
+    order = np.argsort(data.grasp_bps_idx, kind="stable")
+    bounds = np.searchsorted(data.grasp_bps_idx[order], np.arange(len(data.object_codes) + 1))
+    for obj in tqdm(range(len(data.object_codes)), desc="features", unit="object", disable=not progress):
+        rows = order[bounds[obj]: bounds[obj + 1]]
+        if len(rows):
+            features = HandObjectFeatures(hand, data.object_cloud_Oy_m(obj), float(data.table_y_m[obj]),
+                                          config.max_distance_m)
+            out[rows] = features(Grasp.from_vector(data.grasps[rows], "Oy")).numpy()
+    return out
+
+
+def train_geometry_evaluator(dataset_path: str | Path, output_dir: str | Path,
+                             config: GeometryEvaluatorTrainConfig = GeometryEvaluatorTrainConfig(),
+                             progress: bool = True) -> TrainResult:
+    """Train (or resume) the geometry evaluator on a BPS grasp dataset that holds the object clouds.
+
+    Raises:
+        ValueError: the dataset holds no object clouds.
+    """
+    path, loop = Path(dataset_path), config.loop
+    data, split = _bps_dataset_and_split(path, loop)
+    features = torch.from_numpy(geometry_features(data, config.model, progress=progress)).to(loop.device)
+    torch.manual_seed(loop.seed)
+    model = GeometryEvaluator(config.model).to(loop.device)
+    model.set_normalization(features[torch.from_numpy(split.train).to(loop.device)])
+    labels = torch.from_numpy(data.labels).to(loop.device)
+
+    def batch_loss(indices: np.ndarray, _: torch.Generator) -> torch.Tensor:
+        i = torch.from_numpy(indices).to(loop.device)
+        return torch.nn.functional.mse_loss(model(features[i]), labels[i])
+
+    task = TrainingTask("geometry_evaluator", model, config.model, split.train, split.val, batch_loss,
+                        run_config_of(config, _dataset_facts(data)), {},
+                        _split_metadata(path, split, split.train, split.val))
     return run_training(task, loop, output_dir, progress)

@@ -184,6 +184,12 @@ def test_merge_writes_the_public_bps_layout(run, tmp_path):
     with pytest.raises(ValueError, match="no shards"):
         merge_shards(tmp_path / "empty", tmp_path / "empty.h5")
     assert data.bpss_turned_m is None
+    for i, shard in enumerate(shards):  # the observed clouds in Oy: centred on the origin, the table below at y < 0
+        cloud_Oy = data.object_cloud_Oy_m(i)
+        T = shard.T_world_Oy
+        np.testing.assert_allclose(cloud_Oy @ T[:3, :3].T + T[:3, 3], shard.cloud_world_m, atol=1e-5)
+        np.testing.assert_allclose(cloud_Oy.mean(axis=0), 0.0, atol=1e-4)
+        assert data.table_y_m[i] == pytest.approx(-T[2, 3]) and cloud_Oy[:, 1].min() > data.table_y_m[i] - 0.005
 
 
 def test_merge_with_headings_stores_every_objects_bps_turned_about_the_vertical(run, tmp_path):
