@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from getagrip_ros.cli.generate import resolve_objects
-from getagrip_ros.data.evaluate import EvaluationConfig, Method, ObjectResult, evaluate_methods, result_rows, summarize
+from getagrip_ros.data.evaluate import (EvaluationConfig, Method, ObjectResult, evaluate_methods, paired_gains, result_rows,
+                                       summarize)
 from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object
 from getagrip_ros.data.labels import LabelConfig
 from getagrip_ros.objects.catalog import object_by_name
@@ -94,8 +95,13 @@ def _report(results: list[ObjectResult], out: Path | None) -> None:
     print(f"{'method':28s} {'success':>8s} {'objects':>8s} {'plans failed':>13s}")
     for method, row in summarize(results).items():
         print(f"{method:28s} {100 * row['success_rate']:7.1f}% {row['objects']:>8d} {row['plans_failed']:>13d}")
+    gains = paired_gains(results)
+    for method, row in gains.items():
+        print(f"{method:28s} gain over no evaluator {100 * row['gain']:+.1f} points (SE {100 * row['standard_error']:.1f}, "
+              f"{row['objects']} objects)")
     if out:
-        out.write_text(json.dumps({"methods": summarize(results), "results": result_rows(results)}, indent=1))
+        out.write_text(json.dumps({"methods": summarize(results), "gains": gains, "results": result_rows(results)},
+                                  indent=1))
         print(f"wrote {out}")
 
 

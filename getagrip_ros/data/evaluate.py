@@ -107,6 +107,23 @@ def summarize(results: Sequence[ObjectResult]) -> dict[str, dict[str, float]]:
     return summary
 
 
+def paired_gains(results: Sequence[ObjectResult]) -> dict[str, dict[str, float]]:
+    """{"sampler + evaluator": {"gain", "standard_error", "objects"}}: success with the evaluator minus success
+    without it (``sampler + none``), per object, on the objects both methods were judged on (gain in [-1, 1])."""
+    rate = {(r.object_name, r.method): r.success_rate for r in results}
+    gains = {}
+    for method in dict.fromkeys(r.method for r in results):
+        sampler, evaluator = method.split(" + ")
+        if evaluator == "none":
+            continue
+        diffs = [value - rate[(name, f"{sampler} + none")] for (name, m), value in rate.items()
+                 if m == method and (name, f"{sampler} + none") in rate]
+        if diffs:
+            se = float(np.std(diffs, ddof=1) / math.sqrt(len(diffs))) if len(diffs) > 1 else math.nan
+            gains[method] = {"gain": float(np.mean(diffs)), "standard_error": se, "objects": len(diffs)}
+    return gains
+
+
 def result_rows(results: Sequence[ObjectResult]) -> list[dict]:
     """JSON-friendly rows (NaN predictions become None)."""
     rows = []

@@ -42,3 +42,20 @@ def test_methods_are_planned_executed_and_summarised(box, tiny_models):
     summary = summarize(results)
     assert summary["diffusion + nerf"] == {"success_rate": 0.0, "objects": 1, "plans_failed": 1}
     json.dumps(result_rows(results))  # serialisable for reports
+
+
+def test_paired_gains_compare_each_evaluator_with_its_samplers_unranked_plans_on_the_same_objects():
+    from getagrip_ros.data.evaluate import ObjectResult, paired_gains
+
+    def row(name, method, rate):
+        return ObjectResult(name, method, (rate,), rate, "SUCCEEDED", "", (float("nan"),))
+
+    results = [row("a", "fixed + none", 0.1), row("a", "fixed + bps", 0.5), row("b", "fixed + none", 0.3),
+               row("b", "fixed + bps", 0.4), row("c", "fixed + bps", 1.0),  # c has no unranked plan: left out
+               row("a", "diffusion + none", 0.2), row("a", "diffusion + geometry", 0.0)]
+    gains = paired_gains(results)
+    assert set(gains) == {"fixed + bps", "diffusion + geometry"}
+    assert gains["fixed + bps"]["gain"] == pytest.approx(0.25) and gains["fixed + bps"]["objects"] == 2
+    assert gains["fixed + bps"]["standard_error"] == pytest.approx(np.std([0.4, 0.1], ddof=1) / np.sqrt(2))
+    assert gains["diffusion + geometry"]["gain"] == pytest.approx(-0.2)
+    assert np.isnan(gains["diffusion + geometry"]["standard_error"])  # one object: no spread to measure
