@@ -2,7 +2,7 @@
 # The recipe of the shipped models (getagrip_ros/models/weights/): data engine -> dataset -> training ->
 # export -> evidence. Every step resumes: rerun the script after an interruption. Hours on a 2-core CPU.
 #   RUN=runs/data_v1 WORKERS=2 bash scripts/make_models.sh
-# The shipped evaluator was trained when the run held its first 931 objects; the sampler, the fixed set and the
+# The shipped BPS evaluator was trained when the run held its first 931 objects; the sampler, the fixed set and the
 # mining round come from all 1114 (MODEL_CARD.md). A fresh run trains on everything it has. Variants are judged
 # on the validation objects below (VAL); tabletop-20 is the test set, measured once with the chosen models.
 set -euo pipefail
@@ -40,10 +40,16 @@ mkdir -p "$OUT" "$WEIGHTS"
 "$PY/getagrip-generate" --out "$RUN" --merge "$OUT/data_turned.h5" --generated-only --headings 8
 "$PY/getagrip-train" bps-evaluator --dataset "$OUT/data_turned.h5" --output-dir "$OUT/bps_evaluator_turned" \
   --hidden-width 512 --epochs 20 --turn-objects
-evidence() {  # success with / without the evaluator on the objects $1, written to $2
+# session 10: the geometry evaluator (hand-object features; the merge stores every object's cloud). The shipped one
+# was trained on a fresh run of 208 objects at 48 starts each (RUN_GEOMETRY; the session-9 run folder was lost).
+RUN_GEOMETRY="${RUN_GEOMETRY:-$RUN}"
+"$PY/getagrip-generate" --out "$RUN_GEOMETRY" --merge "$OUT/data_clouds.h5" --generated-only
+"$PY/getagrip-train" geometry-evaluator --dataset "$OUT/data_clouds.h5" --output-dir "$OUT/geometry_evaluator"
+"$PY/getagrip-train" export "$OUT/geometry_evaluator/best.pt" "$WEIGHTS/geometry_evaluator.pt"
+evidence() {  # success with / without the evaluators on the objects $1, written to $2
   "$PY/python" benchmarks/bench_evaluator_evidence.py --objects "$1" --samplers fixed,diffusion \
-  --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --bps-sampler "$WEIGHTS/bps_sampler.pt" \
-  --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$2"
+  --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --geometry-evaluator "$WEIGHTS/geometry_evaluator.pt" \
+  --bps-sampler "$WEIGHTS/bps_sampler.pt" --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --out "$2"
 }
 VAL59=$("$PY/python" -c "import json; print(','.join(json.load(open('docs/data/evidence_variants.json'))['validation_59']['objects']))")
 evidence "$VAL59" "$OUT/evidence_validation_59.json"

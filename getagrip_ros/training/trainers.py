@@ -11,7 +11,7 @@ Defaults follow the public Get a Grip training scripts where they fit a CPU:
   three success probabilities; inputs are the finger grids (opacity + object-frame xyz) and the global grid.
 - Geometry evaluator (ours): the hand-object features of every grasp on its object's observed cloud (the dataset's
   /object_points), computed once and standardised by the training grasps' statistics (stored in the model);
-  AdamW lr 1e-3, weight decay 1e-2, 8 epochs, equally weighted L2.
+  AdamW lr 1e-3, weight decay 1e-2, 30 epochs, equally weighted L2.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class NerfEvaluatorTrainConfig:
 
 @dataclass(frozen=True)
 class GeometryEvaluatorTrainConfig:
-    loop: LoopConfig = LoopConfig(epochs=8, lr=1e-3, optimizer="adamw", weight_decay=1e-2)
+    loop: LoopConfig = LoopConfig(epochs=30, lr=1e-3, optimizer="adamw", weight_decay=1e-2)
     model: GeometryEvaluatorConfig = GeometryEvaluatorConfig()
 
 

@@ -33,6 +33,11 @@ def test_shipped_checkpoints_load_as_the_models_they_claim():
         assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in params)  # fp16 on disk, fp32 here
     assert evaluator.config.hidden_width == 512
     assert sampler.grasp_mean is not None and sampler.grasp_std is not None
+    geometry = load_checkpoint(WEIGHTS_DIR / SHIPPED_FILES["geometry_evaluator"], "geometry_evaluator")
+    assert geometry.training_state is None and geometry.metadata["num_train_grasps"] > 10_000
+    assert len(geometry.metadata["train_objects"]) >= 150
+    std = geometry.model.feature_std
+    assert torch.isfinite(std).all() and (std > 0).all() and not torch.equal(std, torch.ones_like(std))  # trained scaling
     fixed = load_grasp_set(WEIGHTS_DIR / SHIPPED_FILES["fixed_grasps"])
     assert len(fixed) >= 500 and fixed.frame_id == "Oy"
 
@@ -41,9 +46,9 @@ def test_the_planner_ranks_with_the_shipped_models_by_default():
     assert default_method() == ("fixed", "bps")
     planner = GraspPlanner(GraspPlannerConfig(num_samples=400, models=ModelFiles()))  # every model "shipped"
     cloud = box_surface_points()  # a 6 x 6 x 12 cm box at x = 0.65 m
-    for sampler in ("fixed", "diffusion"):
-        result = planner.plan(PlanRequest(points_m=cloud, frame_id="world", num_grasps=5, sampler=sampler, evaluator="bps",
-                                          refinement_iterations=2, seed=0))
+    for sampler, evaluator in (("fixed", "bps"), ("diffusion", "bps"), ("fixed", "geometry")):
+        result = planner.plan(PlanRequest(points_m=cloud, frame_id="world", num_grasps=5, sampler=sampler,
+                                          evaluator=evaluator, refinement_iterations=2, seed=0))
         assert result.success, result.reason
         y_pgs = result.planned.y_pgs.numpy()
         assert np.isfinite(y_pgs).all() and (np.diff(y_pgs) <= 1e-6).all()  # ranked, best first
