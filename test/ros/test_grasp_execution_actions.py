@@ -83,8 +83,9 @@ executor = SingleThreadedExecutor()
 executor.add_node(node)
 spinner = threading.Thread(target=executor.spin, daemon=True)
 spinner.start()
-hand = AllegroTopicHand(node, AllegroTopicConfig(command_topic=sys.argv[1], command_type=sys.argv[2], settle_s=3.0,
-                                                   state_timeout_s=5.0))  # CI machines may be loaded
+# a loaded CI machine runs the simulated hand behind real time: give it long to settle (it stops waiting on arrival)
+hand = AllegroTopicHand(node, AllegroTopicConfig(command_topic=sys.argv[1], command_type=sys.argv[2], settle_s=15.0,
+                                                   state_timeout_s=5.0))
 deadline = time.monotonic() + 20
 while True:
     try:
