@@ -4,8 +4,8 @@ Builds, in a temporary folder, a full-size BPS evaluator (4096 + 37 in, width 20
 statistics calibrated on a few object BPS so its outputs are not saturated), a fixed set of plausible grasps
 (heuristic grasps on a box, jittered, in Oy) and a full-size diffusion sampler, then measures:
 
-- whole ``GraspPlanner.plan`` calls on the box cloud (fixed / diffusion / heuristic sampler + BPS evaluator),
-  median wall time (first call excluded) and the planner's per-stage timings;
+- whole ``GraspPlanner.plan`` calls on the box cloud (fixed / diffusion / heuristic sampler + BPS evaluator, and
+  fixed + the shipped geometry evaluator), median wall time (first call excluded) and the planner's per-stage timings;
 - evaluator throughput of the full forward and of ``BpsEvaluator.conditioned`` (BPS folded into the biases),
   in grasps/s and GFLOP/s (FLOPs counted from the Linear layer shapes), against a plain fp32 matmul measured
   in the same run;
@@ -41,6 +41,7 @@ from getagrip_ros.grasp.perturb import PerturbationConfig, perturb_grasps
 from getagrip_ros.models.bps_evaluator import Y_PGS, BpsEvaluator, BpsEvaluatorConfig
 from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
 from getagrip_ros.models.checkpoints import load_checkpoint, save_checkpoint
+from getagrip_ros.models.shipped import shipped_available
 from getagrip_ros.objects.primitives import box_surface_points, cylinder_surface_points
 from getagrip_ros.perception.bps import encode_bps, public_basis_points_By
 from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
@@ -220,14 +221,17 @@ def main() -> None:
 
         # -- whole plans ----------------------------------------------------------------------
         base = GraspPlannerConfig(num_samples=N, models=files)
-        cases = [("fixed + bps", base, "fixed")]
+        cases = [("fixed + bps", base, "fixed", "bps")]
         cases += [(f"diffusion {s} steps + bps", dataclasses.replace(base, diffusion=dataclasses.replace(
-            base.diffusion, num_steps=s)), "diffusion") for s in args.diffusion_steps]
-        cases += [("heuristic + bps", base, "heuristic")]
+            base.diffusion, num_steps=s)), "diffusion", "bps") for s in args.diffusion_steps]
+        cases += [("heuristic + bps", base, "heuristic", "bps")]
+        if shipped_available("geometry_evaluator"):  # the default evaluator; its shipped size is its only size
+            cases += [("fixed + geometry", base, "fixed", "geometry")]
         plans = {}
-        for label, cfg, sampler in cases:
+        for label, cfg, sampler, evaluator in cases:
             planner = GraspPlanner(cfg, hand)
-            request = PlanRequest(points_m=points, num_grasps=K, sampler=sampler, evaluator="bps", refinement_iterations=iters)
+            request = PlanRequest(points_m=points, num_grasps=K, sampler=sampler, evaluator=evaluator,
+                                  refinement_iterations=iters)
             plans[label] = lambda planner=planner, request=request: planner.plan(request)
         results: dict[str, list] = {label: [] for label in plans}
         timings = interleaved({label: lambda label=label: results[label].append(plans[label]()) or results[label][-1]

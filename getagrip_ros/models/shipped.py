@@ -34,6 +34,12 @@ def shipped_available(*settings: str) -> bool:
 
 
 def default_method() -> tuple[str, str]:
-    """(sampler, evaluator) of the CLI and the demo: the shipped fixed set ranked by the shipped BPS evaluator
-    (the best method of the evidence in MODEL_CARD.md), or the geometric sampler unranked where they are missing."""
-    return ("fixed", "bps") if shipped_available("fixed_grasps", "bps_evaluator") else ("heuristic", "none")
+    """(sampler, evaluator) of the CLI and the demo: the shipped fixed set ranked by the shipped geometry evaluator
+    (the best method of the evidence in MODEL_CARD.md), else by the BPS evaluator, or the geometric sampler unranked
+    where the shipped models are missing."""
+    if not shipped_available("fixed_grasps"):
+        return ("heuristic", "none")
+    for evaluator in ("geometry", "bps"):
+        if shipped_available(f"{evaluator}_evaluator"):
+            return ("fixed", evaluator)
+    return ("fixed", "none")

@@ -33,7 +33,8 @@ class GraspTaskConfig:
     num_images: int = 100
     """Poses planned on the capture spirals (unreachable ones are dropped)."""
     sampler: str = "fixed"
-    evaluator: str = "bps"
+    evaluator: str = "geometry"
+    """geometry (hand-object distances, the best in MODEL_CARD.md) | bps | nerf | none."""
     num_grasps: int = 40
     """Ranked grasps handed to motion planning (the first with a feasible motion is executed)."""
     planner: str = "ompl"

@@ -72,7 +72,7 @@ def test_grasp_object_lifts_the_cube_and_records_the_trial(rclpy_node, client, s
 
     bag = read_bag(result.trial_bag_path)
     assert bag.complete and bag.outcome["success"] and bag.metadata["object"] == "tabletop20/cube"
-    assert bag.metadata["method"] == {"sampler": "fixed", "evaluator": "bps", "perception": "depth", "planner": "ompl"}
+    assert bag.metadata["method"] == {"sampler": "fixed", "evaluator": "geometry", "perception": "depth", "planner": "ompl"}
     actuators = bag.metadata["actuators"]  # the execution node's settings, read from its parameter services
     assert actuators["backend"] == "sim" and actuators["sim.real_time_factor"] == 4.0 and "safety.velocity_scale" in actuators
     for topic in ("/camera/image_raw", "/camera/camera_info", "/tf", "/object/points", "/object/bps", "/grasps/candidates",
