@@ -13,9 +13,11 @@ evaluator, without refinement:
 - AUC: probability that a candidate with y_PGS > 0.5 is predicted above one without, per object with both.
 
 Evaluators are compared on the same labelled candidates, so their differences are paired (no new simulation).
+They may be BPS or geometry evaluators (the kind is read from the checkpoint); the pools keep each object's
+observed cloud in Oy for the latter (pools written before they did are scored by BPS evaluators only).
 
     python benchmarks/bench_evaluator_ranking.py --objects "$(cat val_objects.txt)" --pool-dir runs/pool \\
-        --fixed-grasps fixed.npz --evaluators shipped.pt,other.pt [--ensemble] --out ranking.json
+        --fixed-grasps fixed.npz --evaluators shipped.pt,geometry.pt [--ensemble] --out ranking.json
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object
 from getagrip_ros.data.labels import LabelConfig, label_grasps
 from getagrip_ros.grasp.filters import cable_filter_mask
 from getagrip_ros.grasp.frames import invert_transform
+from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.models.bps_evaluator import Y_PGS
 from getagrip_ros.models.checkpoints import load_checkpoint
+from getagrip_ros.models.geometry_evaluator import HandObjectFeatures
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.errors import ObjectRejected
 from getagrip_ros.objects.mesh_object import prepare_object
@@ -47,7 +51,8 @@ TOP_K = 5
 
 
 def label_pool(name: str, grasp_set_Oy, hand: AllegroHand, executions: int) -> dict[str, np.ndarray]:
-    """The cable-filtered fixed set on one object's observed cloud, each grasp labelled (Oy grasps, BPS, y_PGS)."""
+    """The cable-filtered fixed set on one object's observed cloud, each grasp labelled (Oy grasps, BPS, y_PGS),
+    with the cloud and the table height in Oy (metres)."""
     obj = prepare_object(object_by_name(name))
     with SimWorld(SceneConfig(robot="floating_hand"), obj, ObjectPlacement()) as world:
         cloud = observe_object(world, CloudConfig(), np.random.default_rng(object_seed(name, 0)))
@@ -59,16 +64,19 @@ def label_pool(name: str, grasp_set_Oy, hand: AllegroHand, executions: int) -> d
         grasps = grasps[cable_filter_mask(grasps)]
         labels = label_grasps(world, grasps, hand, LabelConfig(num_perturbations=executions),
                               torch.Generator().manual_seed(object_seed(name, 1)))
-    grasps_Oy = grasps.transformed(invert_transform(planning.T_frame_Oy), "Oy")
+    T_Oy_world = invert_transform(planning.T_frame_Oy)
+    grasps_Oy = grasps.transformed(T_Oy_world, "Oy")
+    T = T_Oy_world.numpy()
     return {"grasps_Oy": grasps_Oy.to_numpy_vector().astype(np.float32), "bps_m": planning.bps_m.astype(np.float32),
-            "y_PGS": np.array([label.y_pgs for label in labels], np.float32)}
+            "y_PGS": np.array([label.y_pgs for label in labels], np.float32),
+            "cloud_Oy_m": (cloud @ T[:3, :3].T + T[:3, 3]).astype(np.float32), "table_y_m": np.float32(T[1, 3])}
 
 
 def ranking_scores(pools: list[dict[str, np.ndarray]], predict) -> dict[str, float]:
-    """top-5 success and mean per-object AUC of predict(bps (4096,), grasps (n, 37)) -> (n,) scores."""
+    """top-5 success and mean per-object AUC of predict(pool) -> (n,) scores of the pool's candidates."""
     top, aucs = [], []
     for pool in pools:
-        scores = predict(pool["bps_m"], pool["grasps_Oy"])
+        scores = predict(pool)
         top.append(pool["y_PGS"][np.argsort(-scores, kind="stable")[:TOP_K]].mean())
         good = pool["y_PGS"] > 0.5
         if good.any() and (~good).any():
@@ -82,7 +90,7 @@ def main() -> None:
     parser.add_argument("--pool-dir", type=Path, required=True, help="labelled pools, one .npz per object (resumable)")
     parser.add_argument("--fixed-grasps", required=True)
     parser.add_argument("--executions", type=int, default=1, help="labelling trials per candidate")
-    parser.add_argument("--evaluators", default="", help="BPS evaluator checkpoints, comma-separated")
+    parser.add_argument("--evaluators", default="", help="BPS or geometry evaluator checkpoints, comma-separated")
     parser.add_argument("--ensemble", action="store_true", help="also score the mean prediction of all evaluators")
     parser.add_argument("--out", type=Path, help="write the numbers as JSON")
     args = parser.parse_args()
@@ -109,13 +117,23 @@ def main() -> None:
               "executions": args.executions, "random5": float(np.mean([p["y_PGS"].mean() for p in pools])),
               "oracle5": float(np.mean([np.sort(p["y_PGS"])[-TOP_K:].mean() for p in pools])),
               "objects_with_a_success": int(sum((p["y_PGS"] > 0.5).any() for p in pools)), "evaluators": {}}
-    models = {path: load_checkpoint(path, "bps_evaluator").model.eval() for path in args.evaluators.split(",") if path}
+    models = {path: load_checkpoint(path) for path in args.evaluators.split(",") if path}
+    unknown = {path: m.kind for path, m in models.items() if m.kind not in ("bps_evaluator", "geometry_evaluator")}
+    if unknown:
+        parser.error(f"not BPS or geometry evaluators: {unknown}")
+    if any(m.kind == "geometry_evaluator" for m in models.values()) and not all("cloud_Oy_m" in p for p in pools):
+        parser.error("geometry evaluators need pools with clouds: these pools predate them (use a new --pool-dir)")
+
+    @torch.no_grad()
+    def y_pgs(loaded, pool: dict[str, np.ndarray]) -> np.ndarray:
+        if loaded.kind == "bps_evaluator":
+            score = loaded.model.conditioned(torch.from_numpy(pool["bps_m"]))
+            return score(torch.from_numpy(pool["grasps_Oy"]))[:, Y_PGS].numpy()
+        features = HandObjectFeatures(hand, pool["cloud_Oy_m"], float(pool["table_y_m"]), loaded.config.max_distance_m)
+        return loaded.model(features(Grasp.from_vector(pool["grasps_Oy"], "Oy")))[:, Y_PGS].numpy()
 
     def predictor(chosen):
-        def predict(bps: np.ndarray, grasps: np.ndarray) -> np.ndarray:
-            return np.mean([m.conditioned(torch.from_numpy(bps))(torch.from_numpy(grasps))[:, Y_PGS].numpy()
-                            for m in chosen], axis=0)
-        return predict
+        return lambda pool: np.mean([y_pgs(m, pool) for m in chosen], axis=0)
 
     for path, model in models.items():
         report["evaluators"][path] = ranking_scores(pools, predictor([model]))

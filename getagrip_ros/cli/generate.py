@@ -7,10 +7,15 @@
         --workers 2 --out runs/data_v1 --merge data_v1.h5      # the dataset of the shipped models
     getagrip-generate --objects procedural,pybullet-random --ray auto --out runs/data   # on a Ray cluster
     getagrip-generate --out runs/data_v1 --mine --limit 300 --workers 2   # label the shipped planner's proposals
+    getagrip-generate --out runs/data_v1 --nerf-subset nerf.h5 --nerf-count 4   # NeRF grids of 4 objects' grasps
 
 --mine labels, per generated object, the evaluator's top grasps and unranked draws of the fixed and diffusion
 samplers (models: the shipped ones unless --mine-evaluator/--mine-sampler/--mine-fixed-grasps name others) and
 writes them under <out>/mined/; --merge then joins them to the generated grasps.
+
+--nerf-subset renders each chosen object in the world it was labelled in, trains nerfacto on the views and writes
+its grasps' finger and global density grids in the public NeRF layout (the NeRF evaluator's data; minutes per
+object on a CPU; finished objects in --nerf-work-dir are kept).
 
 --objects takes comma-separated set names (procedural, pybullet-random, tabletop-20; "set:split" for one split),
 catalog names (procedural/mug_0003) and mesh files (obj/stl/ply/glb, metres). Rerunning with the same --out
@@ -29,6 +34,7 @@ import numpy as np
 from tqdm import tqdm
 
 from getagrip_ros.data.generate import (
+    SHARDS_DIR,
     GenerationConfig,
     GenerationSummary,
     ObjectOutcome,
@@ -93,6 +99,30 @@ def _report_mining(summary: MiningSummary) -> None:
         print(f"  failed {name}: {error.strip().splitlines()[-1]}")
 
 
+def _nerf_subset(args: argparse.Namespace, config: GenerationConfig) -> None:
+    from getagrip_ros.data.nerf_subset import NerfSubsetConfig, build_nerf_subset
+    from getagrip_ros.perception.nerf.config import nerf_profile
+
+    if args.nerf_objects:
+        names = [n.strip() for n in args.nerf_objects.split(",") if n.strip()]
+    else:
+        shards = args.out / SHARDS_DIR
+        names = sorted(str(p.relative_to(shards).with_suffix("")) for p in shards.rglob("*.npz"))[: args.nerf_count]
+    if not names:
+        raise ValueError(f"no objects with shards in {args.out / SHARDS_DIR} for --nerf-subset")
+    # simulated poses are exact: no pose refinement (it moves the reconstruction off the world frame)
+    subset = NerfSubsetConfig(nerf=nerf_profile(args.nerf_profile, device=args.nerf_device, camera_optimizer="off"),
+                              max_grasps_per_object=args.nerf_max_grasps)
+    with tqdm(total=len(names), unit="object", desc="nerf subset", disable=args.quiet, dynamic_ncols=True) as bar:
+        def on_object(name: str, status: str) -> None:
+            bar.update(1)
+            bar.write(f"  {name}: {status}")
+
+        path = build_nerf_subset(args.out, names, args.nerf_subset, args.nerf_work_dir or args.out / "nerf_subset",
+                                 config, subset, on_object)
+    print(f"wrote {path}")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="getagrip-generate", description=__doc__.splitlines()[0])
     parser.add_argument("--objects", help="comma-separated sets (set or set:split), catalog names and mesh files")
@@ -122,14 +152,23 @@ def _parser() -> argparse.ArgumentParser:
         parser.add_argument(flag, default="shipped", metavar="PATH", help=f"with --mine: the {what} (default: shipped)")
     parser.add_argument("--mine-top-k", type=int, default=MiningConfig.top_k, help="ranked grasps per sampler and object")
     parser.add_argument("--mine-random-k", type=int, default=MiningConfig.random_k, help="unranked draws per sampler and object")
+    parser.add_argument("--nerf-subset", type=Path, metavar="OUT.h5", help="write NeRF grids of a few objects' grasps")
+    parser.add_argument("--nerf-objects", help="with --nerf-subset: comma-separated catalog names (default: --nerf-count)")
+    parser.add_argument("--nerf-count", type=int, default=4, help="with --nerf-subset: the first N objects with a shard")
+    parser.add_argument("--nerf-work-dir", type=Path, help="captures, NeRFs and grids per object (default: OUT/nerf_subset)")
+    parser.add_argument("--nerf-profile", default="cpu", choices=("cpu", "paper"), help="nerfacto settings")
+    parser.add_argument("--nerf-device", default="cpu", help="where nerfacto trains (cpu, cuda)")
+    parser.add_argument("--nerf-max-grasps", type=int, default=0, help="grasps per object (0: all; 630 kB each)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.objects is None and args.merge is None and args.fixed_grasps is None and not args.mine:
-        print("error: give --objects to generate, --mine, --merge to merge and/or --fixed-grasps", file=sys.stderr)
+    if (args.objects is None and args.merge is None and args.fixed_grasps is None and not args.mine
+            and args.nerf_subset is None):
+        print("error: give --objects to generate, --mine, --merge to merge, --fixed-grasps and/or --nerf-subset",
+              file=sys.stderr)
         return 2
     if (args.histograms is not None or args.headings != 1) and args.merge is None:
         print("error: --histograms and --headings need --merge", file=sys.stderr)
@@ -180,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.fixed_grasps is not None:
             path = write_fixed_grasp_set(args.out, args.fixed_grasps)
             print(f"wrote {path} ({len(np.load(path)['y_PGS'])} grasps)")
+        if args.nerf_subset is not None:
+            _nerf_subset(args, config)
     except (ValueError, ImportError) as err:  # other settings in the run folder, nothing to merge, bad names, no Ray
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -350,6 +350,13 @@ def finger_grid_points_finger_m(config: FingerGridConfig = FingerGridConfig(), d
     return torch.stack(torch.meshgrid(xs, ys, zs, indexing="ij"), dim=-1)
 
 
+def finger_grid_points_world(T_world_finger: torch.Tensor, config: FingerGridConfig = FingerGridConfig()) -> torch.Tensor:
+    """(B, F, num_x, num_y, num_z, 3) query points of each finger's grid, given its (B, F, 4, 4) frame."""
+    local = finger_grid_points_finger_m(config, device=T_world_finger.device)
+    R, t = T_world_finger[..., :3, :3], T_world_finger[..., :3, 3]
+    return torch.einsum("bfij,xyzj->bfxyzi", R, local) + t[:, :, None, None, None, :]
+
+
 def finger_density_grids(density_fn: DensityFn, fingertip_positions_world_m: torch.Tensor,
                          closing_directions_world: torch.Tensor, along_finger_world: torch.Tensor,
                          config: FingerGridConfig = FingerGridConfig(), chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -360,9 +367,7 @@ def finger_density_grids(density_fn: DensityFn, fingertip_positions_world_m: tor
     the device of the fingertip positions.
     """
     T = finger_frames(fingertip_positions_world_m, closing_directions_world, along_finger_world)
-    local = finger_grid_points_finger_m(config, device=T.device)
-    R, t = T[..., :3, :3], T[..., :3, 3]
-    points = torch.einsum("bfij,xyzj->bfxyzi", R, local) + t[:, :, None, None, None, :]
+    points = finger_grid_points_world(T, config)
     sigma = evaluate_density(density_fn, points, chunk_size, device)
     return FingerGrids(alpha=_alpha(sigma, config.delta_m), points_world_m=points, T_world_finger=T)
 
@@ -398,12 +403,26 @@ class GlobalGrid(NamedTuple):
     """(R, R, R, 3) query points, "ij" indexing."""
 
 
+def global_grid_points_m(centre_world_m: Sequence[float] | torch.Tensor, config: GlobalGridConfig = GlobalGridConfig(),
+                         R_world_grid: np.ndarray | torch.Tensor | None = None, device: Device = None) -> torch.Tensor:
+    """(R, R, R, 3) float32 world points of a cube of config.size_m centred on centre_world_m, "ij" indexing along
+    the grid's own axes: the columns of R_world_grid (None: the world's)."""
+    centre = torch.tensor(_as_vec3("centre_world_m", centre_world_m), dtype=torch.float32, device=device)
+    axis = torch.linspace(-config.size_m / 2, config.size_m / 2, config.resolution, dtype=torch.float32, device=device)
+    local = torch.stack(torch.meshgrid(axis, axis, axis, indexing="ij"), dim=-1)
+    if R_world_grid is None:
+        return local + centre
+    R = torch.as_tensor(np.asarray(R_world_grid, dtype=np.float32), device=device)
+    if R.shape != (3, 3):
+        raise ValueError(f"global grid: R_world_grid must be (3, 3), got {tuple(R.shape)}")
+    return local @ R.T + centre
+
+
 def global_density_grid(density_fn: DensityFn, centroid_world_m: Sequence[float] | torch.Tensor,
                         config: GlobalGridConfig = GlobalGridConfig(), chunk_size: int = DEFAULT_CHUNK_SIZE,
-                        device: Device = None) -> GlobalGrid:
-    """NeRF opacity on a cube of config.size_m centred on the density centroid (world), on device (None: CPU)."""
-    centre = np.array(_as_vec3("centroid_world_m", centroid_world_m))
-    half = config.size_m / 2
-    values, axes = density_grid(density_fn, centre - half, centre + half, config.resolution, chunk_size, device)
-    points = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
-    return GlobalGrid(alpha=_alpha(values, config.delta_m), points_world_m=points)
+                        device: Device = None, R_world_grid: np.ndarray | torch.Tensor | None = None) -> GlobalGrid:
+    """NeRF opacity on a cube of config.size_m centred on the density centroid (world), on device (None: CPU);
+    indexed along the axes R_world_grid (e.g. the object frame Oy's, as the NeRF evaluator is trained; None: world)."""
+    points = global_grid_points_m(centroid_world_m, config, R_world_grid, device)
+    return GlobalGrid(alpha=_alpha(evaluate_density(density_fn, points, chunk_size, device), config.delta_m),
+                      points_world_m=points)

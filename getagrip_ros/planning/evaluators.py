@@ -80,6 +80,17 @@ class GeometryGraspEvaluator:
         return evaluate
 
 
+def finger_grid_inputs(grasps: Grasp, hand: AllegroHand) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(fingertip positions, closing directions, along-finger directions), each (B, 4, 3) float32 in the grasps'
+    frame: what :func:`getagrip_ros.perception.density.finger_frames` builds the finger grids from."""
+    g = grasps.to(dtype=torch.float32)
+    T_palm_tip = hand.fingertip_poses(g.joint_angles_rad.to(hand.device, hand.dtype)).cpu().float()  # (B, 4, 4, 4)
+    R, p = g.palm_rotation, g.palm_position_m
+    tips = torch.einsum("bij,bfj->bfi", R, T_palm_tip[..., :3, 3]) + p[:, None]
+    along = torch.einsum("bij,bfj->bfi", R, T_palm_tip[..., :3, 2])
+    return tips, g.fingertip_directions, along
+
+
 class NerfGraspEvaluator:
     """Needs a NeRF (density function); ``batch_size`` grasps are gridded and evaluated at a time."""
 
@@ -101,7 +112,9 @@ class NerfGraspEvaluator:
         model = self.loaded.model
         global_input = None
         if model.config.use_global:  # a cube around the Oy origin (the centroid), as in training
-            glob = global_density_grid(obj.density_fn, obj.T_frame_Oy[:3, 3].float(), self.global_grid)
+            # indexed along Oy's axes, as the training grids (getagrip_ros.training.datasets.global_grid_inputs)
+            glob = global_density_grid(obj.density_fn, obj.T_frame_Oy[:3, 3].float(), self.global_grid,
+                                       R_world_grid=obj.T_frame_Oy[:3, :3].numpy())
             global_input = torch.cat([glob.alpha[None], in_Oy(glob.points_world_m).permute(3, 0, 1, 2)])[None].to(self.device)
 
         @torch.no_grad()
@@ -109,12 +122,7 @@ class NerfGraspEvaluator:
             out = []
             for start in range(0, len(grasps), self.batch_size):
                 g = grasps[start:start + self.batch_size].to(dtype=torch.float32)
-                q = g.joint_angles_rad.to(self.hand.device, self.hand.dtype)
-                T_palm_tip = self.hand.fingertip_poses(q).cpu().float()  # (B, 4, 4, 4)
-                R, p = g.palm_rotation, g.palm_position_m
-                tips = torch.einsum("bij,bfj->bfi", R, T_palm_tip[..., :3, 3]) + p[:, None]
-                along = torch.einsum("bij,bfj->bfi", R, T_palm_tip[..., :3, 2])
-                grids = finger_density_grids(obj.density_fn, tips, g.fingertip_directions, along, self.finger_grid)
+                grids = finger_density_grids(obj.density_fn, *finger_grid_inputs(g, self.hand), self.finger_grid)
                 coords = in_Oy(grids.points_world_m).permute(0, 1, 5, 2, 3, 4)
                 fingers = torch.cat([grids.alpha[:, :, None], coords], dim=2).to(self.device)
                 glob_batch = None if global_input is None else global_input.expand(len(g), -1, -1, -1, -1)

@@ -50,7 +50,9 @@ import torch
 
 from getagrip_ros.grasp.grasp import GRASP_DIM, NUM_FINGERS
 from getagrip_ros.models.bps_evaluator import LABEL_NAMES
-from getagrip_ros.perception.density import FingerGridConfig, GlobalGridConfig, finger_grid_points_finger_m
+from getagrip_ros.perception.density import (
+    FingerGridConfig, GlobalGridConfig, finger_grid_points_finger_m, global_grid_points_m,
+)
 
 OBJECT_STATE_DIM = 13
 PUBLIC_GRASP_CONFIG_DIM = 7 + 16 + 4
@@ -474,7 +476,6 @@ def finger_grid_inputs(nerf_densities: torch.Tensor, T_object_finger: torch.Tens
 def global_grid_inputs(nerf_densities_global: torch.Tensor, config: GlobalGridConfig) -> torch.Tensor:
     """NeRF evaluator global input: (O, R, R, R) sigma (1/m) -> (O, 4 [alpha, x, y, z], R, R, R), the grid a cube of
     config.size_m centred on the object frame origin, alpha with delta = config.delta_m (public: 0.01 m)."""
-    axis = torch.linspace(-config.size_m / 2, config.size_m / 2, config.resolution, device=nerf_densities_global.device)
-    points = torch.stack(torch.meshgrid(axis, axis, axis, indexing="ij"), dim=0).to(nerf_densities_global.dtype)
-    points = points.expand(len(nerf_densities_global), -1, -1, -1, -1)
+    points = global_grid_points_m((0.0, 0.0, 0.0), config, device=nerf_densities_global.device)
+    points = points.permute(3, 0, 1, 2).to(nerf_densities_global.dtype).expand(len(nerf_densities_global), -1, -1, -1, -1)
     return torch.cat([_alpha(nerf_densities_global, config.delta_m).unsqueeze(1), points], dim=1)

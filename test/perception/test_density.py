@@ -214,6 +214,21 @@ def test_global_grid_is_centred_on_the_centroid():
     assert torch.allclose(public.points_world_m[-1, -1, -1] - public.points_world_m[0, 0, 0], torch.full((3,), 0.3))
 
 
+def test_global_grid_indexed_along_the_object_frame_axes():
+    centroid = torch.tensor([0.6, 0.0, 0.05])
+    density = sphere_density(centroid + torch.tensor([0.0, 0.0, 0.1]), 0.03)  # a sphere 10 cm above the centroid
+    R_world_Oy = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])  # Oy: y up (Rx(+90 deg))
+    config = GlobalGridConfig(resolution=21, size_m=0.4)
+    world, oy = global_density_grid(density, centroid, config), global_density_grid(density, centroid, config,
+                                                                                      R_world_grid=R_world_Oy)
+    # index [i, j, k] steps along Oy's x, y, z: the sphere lies along +j (Oy's y = up), not +k
+    assert torch.allclose(oy.points_world_m[10, 15, 10], centroid + torch.tensor([0.0, 0.0, 0.1]), atol=1e-6)
+    assert oy.alpha[10, 15, 10] > 0.2 and oy.alpha[10, 10, 15] < 0.01
+    assert world.alpha[10, 10, 15] > 0.2 and torch.equal(oy.alpha.permute(0, 2, 1).flip(1), world.alpha)
+    with pytest.raises(ValueError, match="R_world_grid"):
+        global_density_grid(density, centroid, config, R_world_grid=np.eye(4))
+
+
 def test_chunking_does_not_change_results():
     calls = []
     sphere = sphere_density((0.6, 0.1, 0.1), 0.05)
