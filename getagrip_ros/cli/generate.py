@@ -119,7 +119,7 @@ def _nerf_subset(args: argparse.Namespace, config: GenerationConfig) -> None:
             bar.write(f"  {name}: {status}")
 
         path = build_nerf_subset(args.out, names, args.nerf_subset, args.nerf_work_dir or args.out / "nerf_subset",
-                                 config, subset, on_object)
+                                 config, subset, on_object, progress=bar.set_postfix_str)
     print(f"wrote {path}")
 
 

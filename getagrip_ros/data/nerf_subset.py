@@ -158,22 +158,28 @@ def _kept_rows(n: int, limit: int) -> np.ndarray:
 
 
 def nerf_object(shard: ObjectShard, work_dir: str | Path, generation: GenerationConfig = GenerationConfig(),
-                config: NerfSubsetConfig = NerfSubsetConfig(), hand: AllegroHand | None = None) -> NerfObjectResult:
+                config: NerfSubsetConfig = NerfSubsetConfig(), hand: AllegroHand | None = None,
+                progress: Callable[[str], None] | None = None) -> NerfObjectResult:
     """Render, train a NeRF and query the grids of one object's labelled grasps (module docstring).
 
-    work_dir receives the capture dataset (``dataset/``) and the NeRF run (``nerf/``).
+    work_dir receives the capture dataset (``dataset/``) and the NeRF run (``nerf/``); progress(stage) hears
+    "render", "nerf <iteration>/<iterations>" (every 20 iterations) and "grids".
     """
+    report = progress or (lambda stage: None)
     from getagrip_ros.perception.nerf.model import load_nerf
     from getagrip_ros.perception.nerf.train import train_nerf
 
     work_dir = Path(work_dir)
     timings, start = {}, time.perf_counter()
+    report("render")
     views = render_shard_world(shard, generation, config)
     write_nerf_dataset(work_dir / "dataset", views["rgb"], views["K"], views["T_world_camera"], views["depth_m"],
                        metadata={"object_position_m": views["object_position_m"].tolist()}, overwrite=True)
     timings["render"] = time.perf_counter() - start
-    trained = train_nerf(work_dir / "dataset", work_dir / "nerf", config.nerf, experiment_name="object")
+    trained = train_nerf(work_dir / "dataset", work_dir / "nerf", config.nerf, experiment_name="object",
+                         on_progress=lambda p: p.iteration % 20 or report(f"nerf {p.iteration}/{p.num_iterations}"))
     timings["nerf"] = time.perf_counter() - start - timings["render"]
+    report("grids")
     nerf = load_nerf(trained.config_path)
     rows = _kept_rows(len(shard.grasps_Oy), config.max_grasps_per_object)
     grasps_Oy = Grasp.from_vector(shard.grasps_Oy[rows], "Oy")
@@ -187,11 +193,12 @@ def nerf_object(shard: ObjectShard, work_dir: str | Path, generation: Generation
 
 def build_nerf_subset(run_dir: str | Path, objects: Sequence[str], out_h5: str | Path, work_dir: str | Path,
                       generation: GenerationConfig = GenerationConfig(), config: NerfSubsetConfig = NerfSubsetConfig(),
-                      on_object: Callable[[str, str], None] | None = None) -> Path:
+                      on_object: Callable[[str, str], None] | None = None,
+                      progress: Callable[[str], None] | None = None) -> Path:
     """NeRF grids of the named objects of a run, written as one NeRF grasp dataset (module docstring).
 
     Objects already done in work_dir are read back, not redone; an object without a shard, or whose world
-    cannot be rebuilt, is skipped with its reason passed to on_object(name, status).
+    cannot be rebuilt, is skipped with its reason passed to on_object(name, status); progress as in nerf_object.
 
     Raises:
         ValueError: no object could be done.
@@ -209,7 +216,7 @@ def build_nerf_subset(run_dir: str | Path, objects: Sequence[str], out_h5: str |
             status = f"skipped: no shard in {run_dir / SHARDS_DIR}"
         else:
             try:
-                result = nerf_object(load_shard(path), folder, generation, config, hand)
+                result = nerf_object(load_shard(path), folder, generation, config, hand, progress)
             except ObjectRejected as exc:
                 status = f"skipped: {exc}"
             else:

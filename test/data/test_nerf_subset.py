@@ -97,9 +97,11 @@ def test_the_rendered_world_is_the_world_the_grasps_were_labelled_in(run):
 
 def test_a_nerf_subset_end_to_end_with_nerfacto(run, tmp_path):
     run_dir, generation = run
-    statuses = []
+    statuses, stages = [], []
     out = build_nerf_subset(run_dir, [OBJECT, "procedural/sphere_0000"], tmp_path / "nerf.h5", tmp_path / "work",
-                            generation, SMALL, on_object=lambda name, status: statuses.append((name, status)))
+                            generation, SMALL, on_object=lambda name, status: statuses.append((name, status)),
+                            progress=stages.append)
+    assert stages == ["render", "nerf 20/30", "grids"]
     assert statuses[0][0] == OBJECT and "3 grasps" in statuses[0][1]
     assert statuses[1] == ("procedural/sphere_0000", f"skipped: no shard in {run_dir / 'shards'}")
     data = read_nerf_grasp_dataset(out)
