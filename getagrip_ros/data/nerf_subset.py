@@ -106,10 +106,13 @@ def render_shard_world(shard: ObjectShard, generation: GenerationConfig, config:
     """RGB-D views (and object masks) along the capture spirals of the world the shard was labelled in.
 
     Raises:
-        ObjectRejected: the object cannot be prepared, or it does not rest where the shard says (the run used
-            other settings than ``generation``).
+        ObjectRejected: the object is not in the catalog (e.g. a mesh file of its own) or cannot be prepared, or
+            it does not rest where the shard says (the run used other settings than ``generation``).
     """
-    spec = object_by_name(shard.object_name)
+    try:
+        spec = object_by_name(shard.object_name)
+    except ValueError as exc:
+        raise ObjectRejected(f"{shard.object_name}: cannot rebuild its world: {exc}") from exc
     prepared = prepare_object(spec, generation.prepare)
     placement = dataclasses.replace(generation.placement, yaw_rad=float(shard.settings["yaw_rad"]))
     T_hand = np.eye(4)

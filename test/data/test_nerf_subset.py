@@ -93,6 +93,8 @@ def test_the_rendered_world_is_the_world_the_grasps_were_labelled_in(run):
     moved = dataclasses.replace(shard, settings={**shard.settings, "yaw_rad": shard.settings["yaw_rad"] + 0.3})
     with pytest.raises(ObjectRejected, match="other settings"):
         render_shard_world(moved, generation, SMALL)
+    with pytest.raises(ObjectRejected, match="cannot rebuild its world"):
+        render_shard_world(dataclasses.replace(shard, object_name="procedural/no_such_object"), generation, SMALL)
 
 
 def test_a_nerf_subset_end_to_end_with_nerfacto(run, tmp_path):
