@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # Every ROS process started from here stays on loopback, in its own domain, with logs in a temp dir.
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-all bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -13,11 +13,12 @@ setup:
 demo: setup
 	@$(PY) -m getagrip_ros.demo
 
+# CI's suite: everything but the tests marked slow (a NeRF trained for planning, catalog-wide settling, Ray)
 test: setup
-	@$(PY) -m pytest -q
-
-test-fast: setup
 	@$(PY) -m pytest -q -m "not slow"
+
+test-all: setup
+	@$(PY) -m pytest -q
 
 bench: setup
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

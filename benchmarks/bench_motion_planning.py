@@ -7,6 +7,8 @@ through the wrist-camera cable filter, as the grasp planner returns them. From t
 - time to the first feasible grasp: one ``MotionPlanner.plan_grasps`` call (pre-grasp hand joints, arm IK,
   collision checks, RRTConnect, shortcutting, time-parameterisation), cold (world compiled in the call)
   and warm (same world again), for a few seeds; target <= 2 s;
+- the straight 20 cm lift from the first feasible grasp (``plan_lift``), against the same lift with every IK
+  iteration run (no early stop);
 - fraction of the 40 solved: every grasp planned (no stop at the first), with the reasons of the others
   counted, and the planning time of the solved ones.
 
@@ -23,6 +25,7 @@ import os
 import statistics
 import time
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -53,6 +56,12 @@ def ranked_grasps(points_m: np.ndarray, num_grasps: int, style: str, seed: int):
     return grasps[:num_grasps]
 
 
+def hand_targets_of(planner: MotionPlanner, grasps, index: int) -> np.ndarray:
+    """(16,) closed hand joints of grasp `index` (what the hand holds during the lift)."""
+    return closing_targets(planner.hand, grasps[index: index + 1].to(dtype=torch.float64),
+                           planner.config.closing).closed.joint_angles_rad[0].numpy()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", nargs="+", default=["green_tea", "conditioner", "yellow_cup"],
@@ -68,7 +77,7 @@ def main() -> None:
     print(f"torch threads {torch.get_num_threads()}; start = FR3 ready pose; object at x, y = {OBJECT_XY_M} m; "
           f"{args.num_grasps} {args.style} grasps per object; per-grasp search limit "
           f"{planner.config.planning_time_limit_s:g} s")
-    all_first, all_solved, all_total, all_hand_hits = [], 0, 0, 0
+    all_first, all_lift, all_solved, all_total, all_hand_hits = [], [], 0, 0, 0
     for name in args.objects:
         obj = prepare_object(object_by_name(f"tabletop20/{name}"))
         T_world_object = translation((*OBJECT_XY_M, 0.0))
@@ -87,6 +96,17 @@ def main() -> None:
             stages = ", ".join(f"{k} {v:.2f}" for k, v in result.timings_s.items())
             print(f"{name:12s} seed {seed}: first feasible in {times[0]:.2f} s cold / {times[1]:.2f} s warm -> {chosen}"
                   f"  [{stages} s]")
+            if result.success:  # the straight lift from there: IK points stopped once reached, and every iteration run
+                lift_ik, lift_times = planner._lift_ik, []
+                for config in (lift_ik.config, replace(lift_ik.config, stop_tolerance_scale=0.0)):
+                    lift_ik.config = config
+                    start = time.perf_counter()
+                    lift = planner.plan_lift(result.q_goal_arm_rad, hand_targets_of(planner, grasps, result.grasp_index),
+                                             world)
+                    lift_times.append(time.perf_counter() - start)
+                all_lift.append(lift_times)
+                print(f"{'':12s}         lift {planner.config.stages.lift_m:.2f} m: {lift_times[0]:.2f} s "
+                      f"(every IK iteration run: {lift_times[1]:.2f} s) -> {'ok' if lift.success else lift.reason}")
 
             # every grasp, to count the feasible ones
             hand_targets = closing_targets(planner.hand, grasps.to(dtype=torch.float64), planner.config.closing)
@@ -109,6 +129,9 @@ def main() -> None:
                   f"{max(solve_times) if solve_times else float('nan'):.3f} s")
     print(f"time to the first feasible grasp (cold): median {statistics.median(all_first):.2f} s, "
           f"max {max(all_first):.2f} s over {len(all_first)} runs (target <= 2 s)")
+    if all_lift:
+        print(f"straight lift: median {statistics.median(t[0] for t in all_lift):.2f} s; every IK iteration run: median "
+              f"{statistics.median(t[1] for t in all_lift):.2f} s over {len(all_lift)} lifts")
     print(f"fraction of grasps solved: {all_solved}/{all_total} = {all_solved / max(all_total, 1):.1%}; "
           f"{all_hand_hits} had the hand or mount itself in collision at the pre-grasp (no arm motion can help), "
           f"so {all_solved}/{all_total - all_hand_hits} of the others")

@@ -15,7 +15,6 @@ IGNORE = shutil.ignore_patterns(".venv", "build", "install", "log", ".git", "out
                                 ".pytest_cache")
 
 
-@pytest.mark.slow
 def test_colcon_builds_both_packages_and_the_installed_node_runs(tmp_path, ros_env):
     venv = Path(sys.prefix)
     colcon = venv / "bin" / "colcon"

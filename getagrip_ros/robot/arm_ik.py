@@ -30,6 +30,8 @@ class ArmIKConfig:
     damping: float = 0.05
     position_tolerance_m: float = 0.002
     rotation_tolerance_rad: float = 0.02
+    stop_tolerance_scale: float = 0.1
+    """Stop iterating once every target has a seed within this fraction of both tolerances (0: run every iteration)."""
     seed: int = 0
 
 
@@ -87,6 +89,11 @@ class ArmIK:
             T, J = self.tree.frame_jacobian(torch.cat([q, hand], dim=1), 0)
             J = J[:, :, :7]
             e_pos, e_rot = self._errors(T, T_t)
+            close = ((e_pos.norm(dim=-1) <= cfg.stop_tolerance_scale * cfg.position_tolerance_m)
+                     & (e_rot.norm(dim=-1) <= cfg.stop_tolerance_scale * cfg.rotation_tolerance_rad))
+            # every target reached (e.g. a path point seeded with its neighbour's solution)
+            if cfg.stop_tolerance_scale > 0 and bool(close.reshape(B, S).any(dim=1).all()):
+                break
             if cfg.free_z_rotation:  # no angular error or motion demanded about the current z axis
                 z = T[:, :3, 2]
                 P = torch.eye(3, dtype=torch.float64) - z[:, :, None] * z[:, None, :]

@@ -24,6 +24,24 @@ def test_arm_ik_reaches_poses_of_known_configurations():
     assert bool(((result.joint_angles_rad >= ik.lower - 1e-9) & (result.joint_angles_rad <= ik.upper + 1e-9)).all())
 
 
+def test_arm_ik_stops_once_every_target_is_reached():
+    """Seeded with its answer (a path point seeded with its neighbour's solution), a solve stops at once and returns
+    it; without the early stop it runs every iteration to the same answer."""
+    robot = RobotKinematics(dtype=torch.float64)
+    q = torch.tensor([[0.1, -0.5, 0.2, -2.0, 0.1, 1.6, 0.7], [-0.3, 0.2, -0.1, -1.5, 0.3, 1.9, 0.2]], dtype=torch.float64)
+    T = robot.frames(torch.cat([q, torch.zeros(2, 16, dtype=torch.float64)], 1))["zed2i_left_optical"]
+    counts = []
+    for scale in (0.1, 0.0):
+        ik = ArmIK(ArmIKConfig(free_z_rotation=False, num_seeds=2, stop_tolerance_scale=scale))
+        jacobian, calls = ik.tree.frame_jacobian, []
+        ik.tree.frame_jacobian = lambda *args: calls.append(1) or jacobian(*args)
+        result = ik.solve(T, initial_rad=q)
+        assert bool(result.success.all())
+        torch.testing.assert_close(result.joint_angles_rad, q, atol=1e-6, rtol=0)
+        counts.append(len(calls))
+    assert counts == [2, ik.config.num_iterations + 1]  # (one more evaluation for the returned errors)
+
+
 def test_spiral_poses_look_at_the_object():
     centre = np.array([0.6, 0.05, 0.0])
     config = SpiralConfig(num_images=30)

@@ -108,10 +108,10 @@ def test_follows_a_multi_waypoint_trajectory_through_its_waypoints(at_ready, sim
     assert result.reason == "reached the end of the trajectory"
     assert result.final_error_rad.shape == (7,) and (result.final_error_rad < TOL_RAD).all()
     # tracked in time along the path, not only at the end: the lag is a few hundredths of a radian on an idle
-    # machine; under CPU load the simulator's control loop misses cycles and runs late (0.12 rad, 1.98 s seen)
+    # machine; under CPU load the simulator's control loop misses cycles and runs late (0.12 rad, 2.8 s seen)
     assert (result.max_error_rad >= result.final_error_rad).all() and (result.max_error_rad < 0.3).all()
     assert result.max_error_rad.max() > 0.005  # measured while moving (a real lag, not zeros)
-    assert 1.55 <= result.duration_s <= 2.6  # robot time; planned 1.6 s
+    assert 1.55 <= result.duration_s <= 4.0  # robot time; planned 1.6 s (never shorter; late only under load)
     peak_joint1 = max(q[0] for q in seen) - READY[0]
     assert peak_joint1 > 0.3 - 0.04  # went out to the middle waypoint before coming back
     state = arm.state()
@@ -346,7 +346,7 @@ def test_follows_a_planned_and_timed_trajectory(at_ready, sim_robot):
     goal = READY + np.array([0.6, 0.2, 0.0, 0.3, 0.0, -0.1, 0.3])
     block = WorldBox("block", (0.04, 0.04, 0.04), translation((0.47, 0.1, 0.58)))  # in the hand's straight sweep
     limits = TimeParameterizationConfig(velocity_scale=0.5, acceleration_scale=0.5)  # = the arm's dynamics factor
-    planned = MotionPlanner(MotionPlannerConfig(time_parameterization=limits)).plan_to_joints(
+    planned = MotionPlanner(MotionPlannerConfig(planning_time_limit_s=10.0, time_parameterization=limits)).plan_to_joints(
         READY, goal, PlanningWorld().with_boxes(block), np.array(STOW_HAND_JOINT_ANGLES_RAD), seed=0)
     assert planned.success and len(planned.path_rad) >= 3, planned.reason  # a detour around the block
     result = at_ready.move(planned.trajectory)
