@@ -8,7 +8,7 @@ skipped with the reason.
 
     python benchmarks/bench_evaluator_evidence.py --objects tabletop-20 --bps-evaluator runs/eval/best.pt \\
         --fixed-grasps fixed.npz [--bps-sampler runs/sampler/best.pt] [--geometry-evaluator geometry.pt] \\
-        [--samplers fixed,diffusion] [--out evidence.json]
+        [--samplers fixed,diffusion] [--evaluators none,geometry,bps+geometry] [--out evidence.json]
 
 Objects can be split over processes (``--objects`` takes names) and the parts joined with
 ``--merge part1.json part2.json --out evidence.json``.
@@ -50,6 +50,8 @@ def main() -> None:
                         help="with an evaluator (paper: 50)")
     parser.add_argument("--samplers", default="heuristic,fixed,diffusion",
                         help="samplers to judge (those without a model file are left out)")
+    parser.add_argument("--evaluators", default="none,bps,geometry,bps+geometry",
+                        help="evaluators to judge (those without a model file are left out)")
     parser.add_argument("--out", type=Path, help="write every result as JSON")
     parser.add_argument("--merge", nargs="+", type=Path, help="join the JSON files of earlier runs instead of running")
     args = parser.parse_args()
@@ -65,8 +67,9 @@ def main() -> None:
                        geometry_evaluator=args.geometry_evaluator)
     available = {"heuristic": True, "fixed": bool(args.fixed_grasps), "diffusion": bool(args.bps_sampler)}
     samplers = [s for s in args.samplers.split(",") if available.get(s)]
-    evaluators = ["none"] + [name for name, path in (("bps", args.bps_evaluator), ("geometry", args.geometry_evaluator))
-                             if path]
+    have = {"none": True, "bps": bool(args.bps_evaluator), "geometry": bool(args.geometry_evaluator)}
+    have["bps+geometry"] = have["bps"] and have["geometry"]
+    evaluators = [e for e in args.evaluators.split(",") if have.get(e)]
     methods = [Method(s, e) for s in samplers for e in evaluators]
     planner = GraspPlanner(GraspPlannerConfig(num_samples=args.num_samples, models=files))
     specs = resolve_objects(args.objects)[: args.limit]

@@ -5,6 +5,8 @@
   centroid, each with the grid points' Oy coordinates as extra channels.
 - Geometry evaluator: the hand placed by forward kinematics and measured against the object's points
   (:mod:`getagrip_ros.models.geometry_evaluator`); needs a point cloud or a NeRF, not a BPS alone.
+- Mean evaluator: the mean of several evaluators' predictions (``bps+geometry``: the two rank different
+  grasps wrongly, and their mean ranks better than either on validation objects).
 """
 
 from __future__ import annotations
@@ -76,6 +78,23 @@ class GeometryGraspEvaluator:
         @torch.no_grad()
         def evaluate(grasps: Grasp) -> torch.Tensor:
             return model(features(_grasps_in_Oy(grasps, obj)).to(self.device)).float().cpu()
+
+        return evaluate
+
+
+class MeanGraspEvaluator:
+    """The mean of its members' predictions; needs what every member needs."""
+
+    def __init__(self, members: list) -> None:
+        if not members:
+            raise ValueError("a mean evaluator needs at least one member")
+        self.members = members
+
+    def prepare(self, obj: PlanningObject) -> ScoreFn:
+        scores = [member.prepare(obj) for member in self.members]
+
+        def evaluate(grasps: Grasp) -> torch.Tensor:
+            return torch.stack([score(grasps) for score in scores]).mean(dim=0)
 
         return evaluate
 

@@ -23,7 +23,8 @@ from getagrip_ros.grasp.perturb import PerturbationConfig
 from getagrip_ros.models.bps_evaluator import Y_PGS
 from getagrip_ros.models.checkpoints import CheckpointError, LoadedModel, load_checkpoint
 from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
-from getagrip_ros.planning.evaluators import BpsGraspEvaluator, GeometryGraspEvaluator, NerfGraspEvaluator, ScoreFn
+from getagrip_ros.planning.evaluators import (BpsGraspEvaluator, GeometryGraspEvaluator, MeanGraspEvaluator, NerfGraspEvaluator,
+                                              ScoreFn)
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig
 from getagrip_ros.planning.object_input import PlanningObject, object_from_bps, object_from_nerf, object_from_points
 from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
@@ -33,7 +34,8 @@ from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StageTimer, StatusCode
 
 SAMPLERS = ("heuristic", "fixed", "diffusion")
-EVALUATORS = ("none", "bps", "nerf", "geometry")
+EVALUATORS = ("none", "bps", "nerf", "geometry", "bps+geometry")
+"""Grasp evaluators by name; ``bps+geometry`` ranks by the mean of the two predictions."""
 BPS_SIZE = 4096
 MAX_GRASPS = 10_000
 
@@ -182,8 +184,8 @@ def validate_request(request: PlanRequest, min_points: int) -> None:
                          "with a BPS only, use the diffusion or fixed sampler")
     if request.evaluator == "nerf" and request.nerf_config_path is None:
         raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source (nerf_config_path)")
-    if request.evaluator == "geometry" and request.bps is not None:
-        raise StageError(StatusCode.INVALID_GOAL, "the geometry evaluator needs the object's points: "
+    if request.evaluator in ("geometry", "bps+geometry") and request.bps is not None:
+        raise StageError(StatusCode.INVALID_GOAL, f"the {request.evaluator} evaluator needs the object's points: "
                          "give a point cloud or a NeRF, not a BPS alone")
 
 
@@ -258,6 +260,8 @@ class GraspPlanner:
     def _evaluator(self, name: str):
         if name == "bps":
             return BpsGraspEvaluator(self._model("bps_evaluator", "BPS evaluator"))
+        if name == "bps+geometry":
+            return MeanGraspEvaluator([self._evaluator("bps"), self._evaluator("geometry")])
         if name == "geometry":
             return GeometryGraspEvaluator(self._model("geometry_evaluator", "geometry evaluator"), self.hand)
         return NerfGraspEvaluator(self._model("nerf_evaluator", "NeRF evaluator"),

@@ -45,7 +45,7 @@ class BenchmarkProtocol:
         if not self.objects:
             raise ValueError("the protocol lists no objects")
         for m in self.methods:
-            if m.count("+") != 1:
+            if not all(m.partition("+")[::2]):  # the evaluator may hold a "+" itself (bps+geometry)
                 raise ValueError(f"method {m!r} is not sampler+evaluator")
         if self.trials_per_object < 1:
             raise ValueError("trials_per_object must be >= 1")
@@ -128,7 +128,7 @@ def run_benchmark(protocol: BenchmarkProtocol, out_dir: str | Path,
         stages = None
         try:
             for method in protocol.methods:
-                sampler, evaluator = method.split("+")
+                sampler, evaluator = method.split("+", 1)
                 for k in range(protocol.trials_per_object):
                     name = f"{_slug(obj)}__{method}__{k:02d}"
                     bag = trials / name

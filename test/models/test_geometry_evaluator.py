@@ -1,4 +1,5 @@
-"""The geometry evaluator: hand-object features, the model and its checkpoint, training, and planning with it."""
+"""The geometry evaluator: hand-object features, the model and its checkpoint, training, and planning with it
+(alone and averaged with the BPS evaluator)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from getagrip_ros.models.geometry_evaluator import (
 )
 from getagrip_ros.objects.primitives import box_surface_points
 from getagrip_ros.perception.bps import public_basis_points_By
-from getagrip_ros.planning.evaluators import GeometryGraspEvaluator
+from getagrip_ros.planning.evaluators import BpsGraspEvaluator, GeometryGraspEvaluator, MeanGraspEvaluator
 from getagrip_ros.planning.object_input import object_from_points
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
 from getagrip_ros.planning.samplers import load_grasp_set
@@ -208,3 +209,28 @@ def test_planner_scores_in_the_object_frame_ranks_refines_and_needs_points(hand,
     assert bps_goal.status == StatusCode.INVALID_GOAL and "needs the object's points" in bps_goal.reason
     missing = GraspPlanner(GraspPlannerConfig(models=ModelFiles(geometry_evaluator="")), hand).plan(request)
     assert missing.status == StatusCode.NOT_IMPLEMENTED and "models.geometry_evaluator" in missing.reason
+
+
+def test_bps_plus_geometry_ranks_by_the_mean_of_both_predictions(hand, tiny_models, geometry_checkpoint):
+    points = box_surface_points()
+    obj = object_from_points(points, "world")
+    geometry = GeometryGraspEvaluator(load_checkpoint(geometry_checkpoint, "geometry_evaluator"), hand)
+    bps = BpsGraspEvaluator(load_checkpoint(tiny_models.bps_evaluator, "bps_evaluator"))
+    grasps = load_grasp_set(tiny_models.fixed_grasps)[:30].transformed(obj.T_frame_Oy, "world")
+    g, b = geometry.prepare(obj)(grasps), bps.prepare(obj)(grasps)
+    assert not torch.allclose(g, b, atol=1e-3)  # two different opinions, so the mean is not either one
+    torch.testing.assert_close(MeanGraspEvaluator([bps, geometry]).prepare(obj)(grasps), (g + b) / 2)
+
+    files = dataclasses.replace(tiny_models, geometry_evaluator=str(geometry_checkpoint))
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=200, models=files), hand)
+    result = planner.plan(PlanRequest(points_m=points, num_grasps=5, sampler="fixed", evaluator="bps+geometry",
+                                      refinement_iterations=5))
+    assert result.success and "ranked by the bps+geometry evaluator" in result.reason
+    both = (geometry.prepare(obj)(result.planned.grasps) + bps.prepare(obj)(result.planned.grasps))[:, 2] / 2
+    np.testing.assert_allclose(both.numpy(), result.planned.y_pgs.numpy(), atol=1e-5)
+    bps_goal = planner.plan(PlanRequest(bps=obj.bps_m, bps_centroid_height_m=float(obj.centroid_m[2]), sampler="fixed",
+                                        evaluator="bps+geometry"))
+    assert bps_goal.status == StatusCode.INVALID_GOAL and "needs the object's points" in bps_goal.reason
+    missing = GraspPlanner(GraspPlannerConfig(models=dataclasses.replace(files, bps_evaluator="")), hand).plan(
+        PlanRequest(points_m=points, sampler="fixed", evaluator="bps+geometry"))
+    assert missing.status == StatusCode.NOT_IMPLEMENTED and "models.bps_evaluator" in missing.reason

@@ -29,8 +29,10 @@ def test_protocol_is_frozen_before_the_run_and_round_trips(tmp_path):
     freeze(protocol, tmp_path)  # the same protocol again: fine (resume)
     with pytest.raises(ValueError, match="another protocol"):
         freeze(replace(protocol, trials_per_object=2), tmp_path)
-    with pytest.raises(ValueError, match="sampler\\+evaluator"):
-        BenchmarkProtocol(objects=("x",), methods=("fixed",))
+    for bad in ("fixed", "+bps", "fixed+"):
+        with pytest.raises(ValueError, match="sampler\\+evaluator"):
+            BenchmarkProtocol(objects=("x",), methods=(bad,))
+    assert BenchmarkProtocol(objects=("x",), methods=("fixed+bps+geometry",)).methods == ("fixed+bps+geometry",)
 
 
 def test_objects_from_a_named_set_a_folder_or_names(tmp_path):
