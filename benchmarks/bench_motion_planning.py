@@ -98,12 +98,14 @@ def main() -> None:
                   f"  [{stages} s]")
             if result.success:  # the straight lift from there: IK points stopped once reached, and every iteration run
                 lift_ik, lift_times = planner._lift_ik, []
-                for config in (lift_ik.config, replace(lift_ik.config, stop_tolerance_scale=0.0)):
+                shipped = lift_ik.config
+                for config in (shipped, replace(shipped, stop_tolerance_scale=0.0)):
                     lift_ik.config = config
                     start = time.perf_counter()
                     lift = planner.plan_lift(result.q_goal_arm_rad, hand_targets_of(planner, grasps, result.grasp_index),
                                              world)
                     lift_times.append(time.perf_counter() - start)
+                lift_ik.config = shipped
                 all_lift.append(lift_times)
                 print(f"{'':12s}         lift {planner.config.stages.lift_m:.2f} m: {lift_times[0]:.2f} s "
                       f"(every IK iteration run: {lift_times[1]:.2f} s) -> {'ok' if lift.success else lift.reason}")
