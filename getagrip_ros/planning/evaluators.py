@@ -5,8 +5,8 @@
   centroid, each with the grid points' Oy coordinates as extra channels.
 - Geometry evaluator: the hand placed by forward kinematics and measured against the object's points
   (:mod:`getagrip_ros.models.geometry_evaluator`); needs a point cloud or a NeRF, not a BPS alone.
-- Mean evaluator: the mean of several evaluators' predictions (``bps+geometry``: the two rank different
-  grasps wrongly, and their mean ranks better than either on validation objects).
+- Mean evaluator: the mean of several evaluators' predictions (``bps+geometry``: it ranked best in the offline
+  ranking diagnostic, and equals the geometry evaluator alone with the paper's protocol on validation objects).
 """
 
 from __future__ import annotations
