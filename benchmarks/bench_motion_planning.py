@@ -56,12 +56,6 @@ def ranked_grasps(points_m: np.ndarray, num_grasps: int, style: str, seed: int):
     return grasps[:num_grasps]
 
 
-def hand_targets_of(planner: MotionPlanner, grasps, index: int) -> np.ndarray:
-    """(16,) closed hand joints of grasp `index` (what the hand holds during the lift)."""
-    return closing_targets(planner.hand, grasps[index: index + 1].to(dtype=torch.float64),
-                           planner.config.closing).closed.joint_angles_rad[0].numpy()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", nargs="+", default=["green_tea", "conditioner", "yellow_cup"],
@@ -96,22 +90,21 @@ def main() -> None:
             stages = ", ".join(f"{k} {v:.2f}" for k, v in result.timings_s.items())
             print(f"{name:12s} seed {seed}: first feasible in {times[0]:.2f} s cold / {times[1]:.2f} s warm -> {chosen}"
                   f"  [{stages} s]")
+            hand_targets = closing_targets(planner.hand, grasps.to(dtype=torch.float64), planner.config.closing)
             if result.success:  # the straight lift from there: IK points stopped once reached, and every iteration run
                 lift_ik, lift_times = planner._lift_ik, []
                 shipped = lift_ik.config
                 for config in (shipped, replace(shipped, stop_tolerance_scale=0.0)):
                     lift_ik.config = config
                     start = time.perf_counter()
-                    lift = planner.plan_lift(result.q_goal_arm_rad, hand_targets_of(planner, grasps, result.grasp_index),
-                                             world)
+                    held_hand_rad = hand_targets.closed.joint_angles_rad[result.grasp_index].numpy()
+                    lift = planner.plan_lift(result.q_goal_arm_rad, held_hand_rad, world)
                     lift_times.append(time.perf_counter() - start)
                 lift_ik.config = shipped
                 all_lift.append(lift_times)
                 print(f"{'':12s}         lift {planner.config.stages.lift_m:.2f} m: {lift_times[0]:.2f} s "
                       f"(every IK iteration run: {lift_times[1]:.2f} s) -> {'ok' if lift.success else lift.reason}")
-
             # every grasp, to count the feasible ones
-            hand_targets = closing_targets(planner.hand, grasps.to(dtype=torch.float64), planner.config.closing)
             goals = PalmGoals(grasps.T_frame_palm.numpy(), hand_targets.pregrasp.joint_angles_rad.numpy())
             start = time.perf_counter()
             plans = planner.backend.plan_to_palm_poses(q_start, goals, PlanOptions(stop_at_first_success=False, seed=seed))
