@@ -40,7 +40,7 @@ class OmplBackendConfig:
     ik: ArmIKConfig = field(default_factory=lambda: ArmIKConfig(
         frame=PALM_LINK, free_z_rotation=False, num_seeds=8, num_iterations=80,
         position_tolerance_m=0.001, rotation_tolerance_rad=0.01))
-    """IK of the palm pose (the seed is replaced by each request's)."""
+    """IK of the palm pose (its random seeds come from each request's seed)."""
     ik_extra_solutions: int = 8
     """When a goal's first IK solution collides, this many more IK solves (new random seeds) look for another."""
     max_goal_states: int = 4
@@ -138,8 +138,7 @@ class OmplBackend(MotionBackend):
         if q_start is None:
             return [GoalPlan(PlanStatus.START_INVALID, reason) for _ in range(len(goals))]
         T = torch.as_tensor(goals.T_world_palm, dtype=torch.float64)
-        self.ik.config = replace(self.config.ik, seed=options.seed)
-        ik = self.ik.solve(T)
+        ik = self.ik.solve(T, seed=options.seed)
         plans: list[GoalPlan] = []
         done = False
         for i in range(len(goals)):
@@ -212,8 +211,7 @@ class OmplBackend(MotionBackend):
         n = self.config.ik_extra_solutions
         if n <= 0:
             return []
-        self.ik.config = replace(self.config.ik, seed=seed + 1)
-        result = self.ik.solve(torch.as_tensor(T_world_palm, dtype=torch.float64)[None].repeat(n, 1, 1))
+        result = self.ik.solve(torch.as_tensor(T_world_palm, dtype=torch.float64)[None].repeat(n, 1, 1), seed=seed + 1)
         found: list[np.ndarray] = []
         for q, ok in zip(result.joint_angles_rad.numpy(), result.success.numpy()):
             if ok and all(np.abs(q - f).max() > self.config.distinct_goal_rad for f in found) and self.checker.is_valid(q):

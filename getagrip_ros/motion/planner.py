@@ -9,11 +9,15 @@ within the FR3 limits. It returns the first grasp that works and why each one be
 fingertips 6 cm along their directions, a straight 20 cm lift) as `GraspStages`.
 
 Bad input (NaN, wrong shapes, wrong frames) raises ValueError; a request that cannot be planned ends
-with a status and a reason (e.g. a start state in collision).
+with a status and a reason (e.g. a start state in collision). Per-call options (seed, timeout_s) are
+arguments of the methods, apart from the build options (`MotionPlannerConfig`); one planner serves
+one request at a time (its backend's collision state and OMPL's random generator are per process).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,9 +78,7 @@ class MotionPlannerConfig:
     """Build-time settings of the motion planner (per-request options are the arguments of its methods)."""
 
     planning_time_limit_s: float = 1.0
-    """Path search time per grasp."""
-    total_time_limit_s: Optional[float] = None
-    """Stop trying lower-ranked grasps after this long (None: try them all)."""
+    """Path search time per grasp (a request's timeout_s bounds the whole request)."""
     closing: ClosingConfig = field(default_factory=ClosingConfig)
     """Pre-grasp hand joints: fingertips moved closing.pregrasp_distance_m (-0.03 m) along their directions."""
     time_parameterization: TimeParameterizationConfig = field(default_factory=TimeParameterizationConfig)
@@ -91,8 +93,6 @@ class MotionPlannerConfig:
     def __post_init__(self) -> None:
         if not self.planning_time_limit_s > 0:
             raise ValueError(f"planning_time_limit_s must be > 0, got {self.planning_time_limit_s}")
-        if self.total_time_limit_s is not None and not self.total_time_limit_s > 0:
-            raise ValueError(f"total_time_limit_s must be > 0 or None, got {self.total_time_limit_s}")
 
 
 @dataclass(frozen=True)
@@ -186,6 +186,7 @@ class MotionPlanner:
         self._lift_ik = ArmIK(ArmIKConfig(frame=PALM_LINK, free_z_rotation=False, num_seeds=1, num_iterations=30,
                                           position_tolerance_m=0.001, rotation_tolerance_rad=0.01))
         self._lift_robot = RobotCollisionModel(config.ompl.urdf)
+        self._lock = threading.RLock()  # one request at a time: the backend's collision state is per request
 
     def _check_world(self, world: PlanningWorld) -> None:
         if not isinstance(world, PlanningWorld):
@@ -193,9 +194,8 @@ class MotionPlanner:
         if world.frame_id != self.config.world_frame:
             raise ValueError(f"world is in frame {world.frame_id!r}, the planner plans in {self.config.world_frame!r}")
 
-    def _options(self, seed: int) -> PlanOptions:
-        return PlanOptions(time_limit_s=self.config.planning_time_limit_s,
-                           total_time_limit_s=self.config.total_time_limit_s, seed=seed)
+    def _options(self, seed: int, timeout_s: float | None = None) -> PlanOptions:
+        return PlanOptions(time_limit_s=self.config.planning_time_limit_s, total_time_limit_s=timeout_s, seed=seed)
 
     def _timed(self, plan: GoalPlan, result: PlannedMotion, timer: StageTimer) -> None:
         with timer.stage("time_parameterization"):
@@ -212,7 +212,7 @@ class MotionPlanner:
             raise ValueError(f"hand_rad: expected 16 finite hand joints (rad), got shape {hand.shape}")
         self._check_world(world)
         timer = StageTimer()
-        with timer.stage("planning"):
+        with self._lock, timer.stage("planning"):
             self.backend.set_world(world)
             plan = self.backend.plan_to_joints(q_start, q_goal, hand, self._options(seed))
         if not plan.success:
@@ -224,8 +224,14 @@ class MotionPlanner:
         return result
 
     def plan_grasps(self, q_start_arm_rad: np.ndarray, world: PlanningWorld, grasps: Grasp,
-                    seed: int = 0) -> GraspMotionResult:
-        """The best-ranked grasp (grasps in rank order, world frame) with a collision-free plan to its pre-grasp."""
+                    seed: int = 0, timeout_s: float | None = None) -> GraspMotionResult:
+        """The best-ranked grasp (grasps in rank order, world frame) with a collision-free plan to its pre-grasp;
+        lower-ranked grasps are not tried once timeout_s has passed (None: no limit)."""
+        with self._lock:
+            return self._plan_grasps(q_start_arm_rad, world, grasps, seed, timeout_s)
+
+    def _plan_grasps(self, q_start_arm_rad: np.ndarray, world: PlanningWorld, grasps: Grasp, seed: int,
+                     timeout_s: float | None) -> GraspMotionResult:
         q_start = _arm_joints(q_start_arm_rad, "q_start_arm_rad")
         self._check_world(world)
         if not isinstance(grasps, Grasp):
@@ -247,7 +253,7 @@ class MotionPlanner:
         goals = PalmGoals(grasps.T_frame_palm.detach().to(torch.float64).numpy(), pregrasp)
         with timer.stage("planning"):
             self.backend.set_world(world)
-            plans = self.backend.plan_to_palm_poses(q_start, goals, self._options(seed))
+            plans = self.backend.plan_to_palm_poses(q_start, goals, self._options(seed, timeout_s))
         chosen = next((i for i, p in enumerate(plans) if p.success), None)
         last = chosen if chosen is not None else len(plans) - 1
         attempts = [GraspAttempt(i, p.status, p.reason, p.planning_time_s) for i, p in enumerate(plans[: last + 1])]
@@ -263,6 +269,10 @@ class MotionPlanner:
         """The straight lift (`config.stages`) from arm joints q_grasp_arm_rad (7,): IK points every lift_step_m up
         world z, each seeded with the previous one, checked against the world's boxes (the table; the held object
         is left out) and for self-collision with the hand at hand_rad (16,), then timed without stops."""
+        with self._lock:
+            return self._plan_lift(q_grasp_arm_rad, hand_rad, world)
+
+    def _plan_lift(self, q_grasp_arm_rad: np.ndarray, hand_rad: np.ndarray, world: PlanningWorld) -> PlannedMotion:
         cfg = self.config.stages
         q = _arm_joints(q_grasp_arm_rad, "q_grasp_arm_rad")
         self._check_world(world)
@@ -299,11 +309,24 @@ class MotionPlanner:
         return PlannedMotion(True, StatusCode.SUCCEEDED, "", trajectory, np.stack(path), path[-1], timer.durations_s)
 
     def plan_grasp_motion(self, q_start_arm_rad: np.ndarray, q_start_hand_rad: np.ndarray, world: PlanningWorld,
-                          grasps: Grasp, seed: int = 0,
+                          grasps: Grasp, seed: int = 0, timeout_s: float | None = None,
                           check: Callable[[GraspStages], list[str]] | None = None) -> GraspMotionResult:
         """`plan_grasps` plus the other stages: the best-ranked grasp whose approach and lift both have plans, with
         its `GraspStages` (hand shaping from q_start_hand_rad (16,), approach, close, lift). `check(stages)` may
-        refuse a plan with reasons (e.g. the safety layer's checks); the next-ranked grasp is then tried."""
+        refuse a plan with reasons (e.g. the safety layer's checks); the next-ranked grasp is then tried.
+
+        Per-call options: `seed` (IK seeds and OMPL's sampler) and `timeout_s`, one deadline for the whole request
+        (every refused lift or check included; None: no limit). Past it the result is TIMEOUT."""
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            return self._plan_grasp_motion(q_start_arm_rad, q_start_hand_rad, world, grasps, seed, deadline, timeout_s,
+                                           check)
+
+    def _plan_grasp_motion(self, q_start_arm_rad, q_start_hand_rad, world: PlanningWorld, grasps: Grasp, seed: int,
+                           deadline: float | None, timeout_s: float | None,
+                           check: Callable[[GraspStages], list[str]] | None) -> GraspMotionResult:
         hand_start = np.asarray(q_start_hand_rad, dtype=float)
         if hand_start.shape != (16,) or not np.isfinite(hand_start).all():
             raise ValueError(f"q_start_hand_rad: expected 16 finite hand joints (rad), got shape {np.shape(q_start_hand_rad)}")
@@ -317,16 +340,25 @@ class MotionPlanner:
         cfg = self.config.stages
         attempts: list[GraspAttempt] = []
         offset = 0
+        timings: dict[str, float] = {}
         while True:
-            result = self.plan_grasps(q_start_arm_rad, world, grasps[offset:], seed)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                last = f"; last: {attempts[-1].reason}" if attempts else ""
+                return GraspMotionResult(False, StatusCode.TIMEOUT,
+                                         f"motion planning ran out of its {timeout_s:g} s after trying {len(attempts)} of "
+                                         f"{len(grasps)} grasps{last}", attempts=attempts, timings_s=timings)
+            result = self._plan_grasps(q_start_arm_rad, world, grasps[offset:], seed, remaining)
             attempts += [GraspAttempt(a.grasp_index + offset, a.status, a.reason, a.planning_time_s) for a in result.attempts]
             result.attempts = attempts
+            timings = {k: timings.get(k, 0.0) + result.timings_s.get(k, 0.0) for k in {*timings, *result.timings_s}}
+            result.timings_s = timings
             if not result.success:
                 return result
             result.grasp_index += offset
-            lift = self.plan_lift(result.q_goal_arm_rad, result.hand_pregrasp_rad, world)
-            result.timings_s = {k: result.timings_s.get(k, 0.0) + lift.timings_s.get(k, 0.0)
-                                for k in {*result.timings_s, *lift.timings_s}}
+            lift = self._plan_lift(result.q_goal_arm_rad, result.hand_pregrasp_rad, world)
+            timings = {k: timings.get(k, 0.0) + lift.timings_s.get(k, 0.0) for k in {*timings, *lift.timings_s}}
+            result.timings_s = timings
             refusal = (PlanStatus.LIFT_INFEASIBLE, lift.reason)
             if lift.success:
                 approach = result.trajectory
@@ -348,7 +380,7 @@ class MotionPlanner:
             if offset >= len(grasps):
                 return GraspMotionResult(False, StatusCode.NO_RESULT,
                                          f"none of {len(grasps)} grasps has an approach and a lift that pass every check; "
-                                         f"last: {refusal[1]}", attempts=attempts, timings_s=result.timings_s)
+                                         f"last: {refusal[1]}", attempts=attempts, timings_s=timings)
 
     @staticmethod
     def _failure(plans: list[GoalPlan]) -> tuple[StatusCode, str]:

@@ -68,16 +68,18 @@ class ArmIK:
             e_rot = so3_log(T_target[:, :3, :3] @ T[:, :3, :3].transpose(-1, -2))
         return e_pos, e_rot
 
-    def solve(self, T_world_target: torch.Tensor, initial_rad: torch.Tensor | None = None) -> ArmIKResult:
+    def solve(self, T_world_target: torch.Tensor, initial_rad: torch.Tensor | None = None,
+              seed: int | None = None) -> ArmIKResult:
         """(B, 4, 4) targets -> best of num_seeds damped-least-squares solves each.
 
         The first seed of each target is `initial_rad` (B, 7) when given (e.g. the previous point of a path),
-        else the ready pose; the others are random within the joint limits.
+        else the ready pose; the others are random within the joint limits, drawn from `seed` (a per-call option;
+        None = config.seed).
         """
         cfg = self.config
         targets = T_world_target.to(torch.float64)
         B, S = targets.shape[0], cfg.num_seeds
-        gen = torch.Generator().manual_seed(cfg.seed)
+        gen = torch.Generator().manual_seed(cfg.seed if seed is None else int(seed))
         seeds = self.lower + (self.upper - self.lower) * torch.rand(B, S, 7, generator=gen, dtype=torch.float64)
         seeds[:, 0] = (torch.tensor(FR3_Q_READY_RAD, dtype=torch.float64) if initial_rad is None
                        else torch.as_tensor(initial_rad, dtype=torch.float64).reshape(B, 7))

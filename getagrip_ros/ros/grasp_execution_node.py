@@ -284,11 +284,10 @@ class GraspExecutionNode(Node):
         except (ValueError, KeyError, RuntimeError) as err:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         goal_handle.publish_feedback(PlanMotion.Feedback(grasps_tried=0, grasps_total=len(grasps)))
-        if goal.timeout_s > 0:
-            planner = MotionPlanner(replace(planner.config, total_time_limit_s=float(goal.timeout_s)), planner.backend)
         try:
             planned = planner.plan_grasp_motion(  # only plans the safety layer will accept
-                q_arm, q_hand, world, grasps, seed=0, check=lambda stages: self.safety.check_stages(stages, q_arm, q_hand, world))
+                q_arm, q_hand, world, grasps, seed=0, timeout_s=float(goal.timeout_s) if goal.timeout_s > 0 else None,
+                check=lambda stages: self.safety.check_stages(stages, q_arm, q_hand, world))
         except ValueError as err:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         goal_handle.publish_feedback(PlanMotion.Feedback(grasps_tried=len(planned.attempts), grasps_total=len(grasps)))

@@ -169,11 +169,11 @@ class LocalSimStages:
                     budget: StageBudget) -> MotionOutput:
         objects = (load_object_mesh(obj.mesh_path),) if obj.mesh_path else ()
         self._planning_world = PlanningWorld((table_box(),), objects)
-        planner = MotionPlanner(replace(self.config.motion, stages=self.config.stages,
-                                        total_time_limit_s=max(budget.remaining_s(), 1e-3)))
+        planner = MotionPlanner(replace(self.config.motion, stages=self.config.stages))
         arm, hand = self.arm.state().positions_rad, self.hand.state().positions_rad
         safety = SafetyMonitor(self.config.safety)  # only plans the executor will accept
         planned = planner.plan_grasp_motion(arm, hand, self._planning_world, plan.grasps, seed=config.seed,
+                                            timeout_s=max(budget.remaining_s(), 1e-3),
                                             check=lambda stages: safety.check_stages(stages, arm, hand, self._planning_world))
         rejected = [f"{a.grasp_index}: {a.status.name}: {a.reason}" for a in planned.rejected]
         if not planned.success:

@@ -9,6 +9,7 @@ from getagrip_ros.motion.backend import PlanStatus
 from getagrip_ros.motion.planner import GraspStagesConfig, MotionPlanner, MotionPlannerConfig
 from getagrip_ros.motion.robot_geometry import RobotCollisionModel
 from getagrip_ros.robot.description import ARM_JOINT_NAMES, HAND_JOINT_NAMES, PALM_LINK
+from getagrip_ros.status import StatusCode
 
 from ..motion.test_time_parameterization import assert_within_limits
 from .conftest import Q_ARM_START, Q_HAND_START
@@ -85,3 +86,32 @@ def test_a_measured_hand_slightly_beyond_a_limit_is_moved_onto_it(motion_planner
     hand[12] += 0.1
     with pytest.raises(ValueError, match=r"joint_12.0 = 1.4980 rad is outside its limits \[0.2630, 1.3960\]"):
         motion_planner.plan_grasp_motion(Q_ARM_START, hand, cube_world, cube_grasps, seed=0)
+
+
+def test_one_deadline_holds_across_refused_plans(motion_planner, cube_world, cube_grasps):
+    """timeout_s bounds the whole request: once a refusal has used it up, no lower-ranked grasp is tried (the deadline
+    is not restarted per refusal) and the result says TIMEOUT."""
+    import time
+
+    def slow_refusal(stages) -> list[str]:
+        time.sleep(2.1)
+        return ["refused slowly"]
+
+    result = motion_planner.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, seed=0, timeout_s=2.0,
+                                              check=slow_refusal)
+    assert not result.success and result.status == StatusCode.TIMEOUT, result.reason
+    assert "ran out of its 2 s after trying" in result.reason and "refused slowly" in result.reason
+    assert [a.status for a in result.attempts][-1] == PlanStatus.REFUSED and len(result.rejected) == 1
+    with pytest.raises(ValueError, match="timeout_s must be > 0"):
+        motion_planner.plan_grasp_motion(Q_ARM_START, Q_HAND_START, cube_world, cube_grasps, timeout_s=0.0)
+
+
+def test_the_ik_seed_is_a_per_call_option(motion_planner):
+    """Solving with a seed leaves the solver's configuration as it was (nothing shared is mutated per call)."""
+    import torch
+
+    ik = motion_planner.backend.ik
+    before = ik.config
+    T = torch.from_numpy(motion_planner._lift_robot.frame_pose(Q_ARM_START, "palm_link"))[None]
+    a, b = ik.solve(T, seed=3), ik.solve(T, seed=3)
+    assert ik.config is before and torch.equal(a.joint_angles_rad, b.joint_angles_rad)
