@@ -28,10 +28,9 @@ setup(
     entry_points={
         "console_scripts": [
             "plan_grasp_node = getagrip_ros.ros.plan_grasp_node:main",
-            "capture_images_node = getagrip_ros.ros.capture_images_node:main",
+            "robot_node = getagrip_ros.ros.robot_node:main",
             "train_nerf_node = getagrip_ros.ros.train_nerf_node:main",
             "extract_object_node = getagrip_ros.ros.extract_object_node:main",
-            "grasp_execution_node = getagrip_ros.ros.grasp_execution_node:main",
             "getagrip-perception = getagrip_ros.cli.perception:main",
             "getagrip-plan-grasps = getagrip_ros.cli.plan_grasps:main",
             "getagrip-demo = getagrip_ros.demo:main",

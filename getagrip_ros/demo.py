@@ -1,9 +1,9 @@
 """`make demo`: the whole simulated grasp task through the ROS 2 stack, recorded as a trial bag.
 
-1. `getagrip bringup --profile sim` starts every node in one process (capture_images, train_nerf,
-   extract_object, plan_grasp, grasp_execution, grasp_task) around a MuJoCo world: FR3 + Allegro + wrist
-   camera and one catalog object on the table;
-2. a `grasp_object` goal runs the task: the arm carries the camera along the capture spirals, the depth
+1. `getagrip bringup --profile sim` starts every node in its own process, as `ros2 launch getagrip_ros
+   sim.launch.py` does (robot, train_nerf, extract_object, plan_grasp, grasp_task); the robot node owns one
+   MuJoCo world: FR3 + Allegro + wrist camera and one catalog object on the table;
+2. a `grasp_object` goal runs the task: the world is reset, the arm carries the camera along the capture spirals, the depth
    images are fused into the object (or a NeRF is trained: --nerf), plan_grasp samples and ranks grasps,
    plan_motion plans the approach and the lift (OMPL), execute_grasp runs hand shaping -> approach ->
    close -> lift with the safety checks, and the physics judges the lift;
@@ -26,13 +26,14 @@ NO_MODELS = ("trained grasp models: the shipped checkpoints are missing from thi
 
 
 def bringup_command(args: argparse.Namespace, out: Path, sampler: str, evaluator: str) -> list[str]:
-    """The single-process bring-up with the CPU-friendly demo profile (ZED 2i HD720 / 4 images)."""
-    params = {"grasp_task:work_dir": out / "work", "grasp_task:task.num_images": args.num_images,
+    """The bring-up (a process per node) with the CPU-friendly demo profile (ZED 2i HD720 / 4 images)."""
+    params = {"grasp_task:task.num_images": args.num_images,
               "grasp_task:task.num_grasps": args.num_grasps, "plan_grasp:num_samples": args.num_samples,
-              "capture_images:sim.camera_width_px": 320, "capture_images:sim.camera_height_px": 180,
-              "capture_images:sim.camera_fy_px": 133.25, "grasp_execution:sim.real_time_factor": args.real_time_factor}
+              "robot:sim.camera_width_px": 320, "robot:sim.camera_height_px": 180,
+              "robot:sim.camera_fy_px": 133.25, "robot:sim.real_time_factor": args.real_time_factor}
     command = [sys.executable, "-m", "getagrip_ros.cli.getagrip", "bringup", "--profile", "sim",
-               "--arg", f"object={args.object}", "--arg", f"trials_dir={out / 'trials'}",
+               "--processes", args.processes,
+               "--arg", f"object={args.object}", "--arg", f"trials_dir={out / 'trials'}", "--arg", f"work_dir={out / 'work'}",
                "--arg", f"sampler={sampler}", "--arg", f"evaluator={evaluator}"]
     for key, value in params.items():
         command += ["--param", f"{key}={value}"]
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-samples", type=int, default=1024, help="grasps sampled before ranking")
     parser.add_argument("--real-time-factor", type=float, default=1.0, help="arm motions at this multiple of real time")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--processes", choices=("per-node", "one"), default="per-node",
+                        help="per-node: each node in its own process (as ros2 launch); one: all in one process")
     args = parser.parse_args(argv)
 
     import rclpy

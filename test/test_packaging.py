@@ -27,7 +27,8 @@ def test_every_interface_file_is_generated():
                    for p in (ROOT / "getagrip_interfaces").glob("*/*") if p.suffix in (".msg", ".action"))
     assert files and all(f'"{f}"' in cmake for f in files)
     import getagrip_interfaces.action as actions
-    for name in ("PlanGrasp", "CaptureImages", "TrainNerf", "ExtractObject", "PlanMotion", "ExecuteGrasp", "GraspObject"):
+    for name in ("PlanGrasp", "CaptureImages", "TrainNerf", "ExtractObject", "PlanMotion", "ExecuteGrasp", "GraspObject",
+                 "ResetWorld"):
         action = getattr(actions, name)
         assert hasattr(action.Result(), "status") and hasattr(action.Result(), "timings")
 
@@ -48,6 +49,7 @@ def test_launch_files_compile_and_build_where_launch_exists():
         compile(path.read_text(), str(path), "exec")
         if importlib.util.find_spec("launch_ros") is None:
             continue  # launch/launch_ros are not available as wheels; they run on a ROS 2 install
+        # with launch_ros importable (a ROS 2 install, or launch-check): the description builds from this checkout
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

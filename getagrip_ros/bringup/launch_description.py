@@ -1,45 +1,47 @@
 """A ROS 2 LaunchDescription for a profile of `bringup.description` (used by launch/*.launch.py).
 
-Imports `launch` and `launch_ros` (a real ROS 2 install; they are not on PyPI).
+Imports `launch` and `launch_ros` (a real ROS 2 install; they are not on PyPI). Every node gets its
+config/<node>.yaml, the profile's fixed overrides and the launch arguments that target it. Profiles with the
+robot also start robot_state_publisher (unless publish_robot:=false); the robot node then leaves the camera's
+frame to it, so every frame of the TF tree has one parent.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from getagrip_ros.paths import share_dir
 
 
-def profile_launch_description(profile_name: str, defaults: dict[str, str] | None = None):
-    """Declare the profile's launch arguments and start its nodes with config/<node>.yaml + the arguments (and
-    robot_state_publisher for RViz unless publish_robot:=false)."""
-    from ament_index_python.packages import get_package_share_directory
+def _value(argument, LaunchConfiguration, PythonExpression):
+    """The substitution a parameter gets from an argument (booleans negated where the argument says so)."""
+    if not argument.negate:
+        return LaunchConfiguration(argument.name)
+    return PythonExpression(["'", LaunchConfiguration(argument.name), "'.strip().lower() not in ('true', '1')"])
+
+
+def profile_launch_description(profile_name: str):
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument
     from launch.conditions import IfCondition
-    from launch.substitutions import LaunchConfiguration
+    from launch.substitutions import LaunchConfiguration, PythonExpression
     from launch_ros.actions import Node
 
-    from getagrip_ros.bringup.description import arguments_for, profile
+    from getagrip_ros.bringup.description import ALL_NODES, arguments_for, profile
 
-    config = Path(get_package_share_directory("getagrip_ros")) / "config"
-    nodes = profile(profile_name)
-    arguments = arguments_for(nodes)
-    entities = [DeclareLaunchArgument(a.name, default_value=(defaults or {}).get(a.name, a.default), description=a.description)
-                for a in arguments]
-    entities.append(DeclareLaunchArgument("use_sim_time", default_value="false", description="use the /clock topic"))
-    entities.append(DeclareLaunchArgument("publish_robot", default_value="true",
-                                          description="also run robot_state_publisher with the FR3 + Allegro + ZED 2i model"))
-    share = config.parent
-    entities.append(Node(package="robot_state_publisher", executable="robot_state_publisher", output="screen",
-                         condition=IfCondition(LaunchConfiguration("publish_robot")),
-                         parameters=[{"robot_description": (share / "urdf" / "fr3_algr_zed2i.urdf").read_text(),
-                                      "use_sim_time": LaunchConfiguration("use_sim_time")}]))
-    for node in nodes:
+    prof = profile(profile_name)
+    share = share_dir()
+    arguments = arguments_for(prof)
+    entities = [DeclareLaunchArgument(a.name, default_value=a.default, description=a.description) for a in arguments]
+    if prof.has_robot:
+        entities.append(Node(package="robot_state_publisher", executable="robot_state_publisher", output="screen",
+                             condition=IfCondition(LaunchConfiguration("publish_robot")),
+                             parameters=[{"robot_description": (share / "urdf" / "fr3_algr_zed2i.urdf").read_text(),
+                                          "use_sim_time": LaunchConfiguration("use_sim_time")}]))
+    for node in prof.nodes:
         overrides: dict[str, object] = dict(node.parameters)
         for a in arguments:
             for target, parameter in a.targets:
-                if target == node.name:
-                    overrides[parameter] = LaunchConfiguration(a.name)
-        overrides["use_sim_time"] = LaunchConfiguration("use_sim_time")
+                if target in (node.name, ALL_NODES):
+                    overrides[parameter] = _value(a, LaunchConfiguration, PythonExpression)
         entities.append(Node(package="getagrip_ros", executable=node.executable, name=node.name, output="screen",
-                             parameters=[str(config / node.params_file), overrides]))
+                             parameters=[str(share / "config" / node.params_file), overrides]))
     return LaunchDescription(entities)

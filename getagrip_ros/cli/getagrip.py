@@ -1,7 +1,7 @@
 """`getagrip`: bring the stack up, run the benchmark, summarise trial bags.
 
-    getagrip bringup --profile sim [--arg object=tabletop20/cube] [--param plan_grasp:num_samples=1024]
-    getagrip benchmark --objects tabletop-20 --methods fixed+bps,fixed+none --trials 1 --out bench/
+    getagrip bringup --profile sim [--arg object=tabletop20/cube] [--param plan_grasp:num_samples=1024] [--processes one]
+    getagrip benchmark --objects tabletop-20 --methods fixed+bps,fixed+none --trials 1 --out bench/ [--mode ros]
     getagrip trials summarize DIR
     getagrip trials report BAG [--out report.png]
 """
@@ -27,7 +27,7 @@ def _pairs(items: list[str], what: str) -> dict[str, object]:
 
 
 def _bringup(args: argparse.Namespace) -> int:
-    from getagrip_ros.bringup.single_process import run_profile
+    from getagrip_ros.bringup.description import as_bool
 
     extra: dict[str, dict[str, object]] = {}
     for node_and_param, value in _pairs(args.param, "--param").items():
@@ -35,7 +35,17 @@ def _bringup(args: argparse.Namespace) -> int:
         if not sep:
             raise SystemExit(f"--param {node_and_param!r}: expected node:parameter=value")
         extra.setdefault(node, {})[param] = value
-    arguments = {k: str(v) for k, v in _pairs(args.arg, "--arg").items()}
+    arguments = {k: "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+                 for k, v in _pairs(args.arg, "--arg").items()}
+    if as_bool(arguments.get("publish_robot", "false")):
+        raise ValueError("publish_robot: robot_state_publisher is a C++ node of a ROS 2 install; start it with "
+                         "`ros2 launch getagrip_ros <profile>.launch.py`, or leave it out here")
+    if args.processes == "per-node":
+        from getagrip_ros.bringup.multi_process import run_profile_processes
+
+        return run_profile_processes(args.profile, arguments, extra)
+    from getagrip_ros.bringup.single_process import run_profile
+
     run_profile(args.profile, arguments, extra)
     # Everything is stopped and closed; skip the interpreter's teardown of native threads and contexts (the MuJoCo
     # renderers' EGL, DDS), which can crash after a clean shutdown when several nodes shared the process.
@@ -47,6 +57,7 @@ def _bringup(args: argparse.Namespace) -> int:
 def _benchmark(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from getagrip_ros.status import StatusCode
     from getagrip_ros.task.benchmark import BenchmarkProtocol, load_protocol, resolve_objects, run_benchmark
     from getagrip_ros.task.config import GraspTaskConfig
 
@@ -62,11 +73,13 @@ def _benchmark(args: argparse.Namespace) -> int:
     print(f"[benchmark] protocol {protocol.hash()}: {len(protocol.objects)} objects x {len(protocol.methods)} methods x "
           f"{protocol.trials_per_object} trials -> {args.out}")
     with tqdm(total=total, unit="trial", desc="benchmark") as bar:
-        def on_trial(name: str, result) -> None:
+        def on_trial(name: str, result) -> None:  # a TaskResult (in_process) or a GraspObject result (ros)
+            status = result.status if isinstance(result.status, StatusCode) else StatusCode(result.status.code)
+            reason = getattr(result, "reason", None) or result.status.reason
             bar.update(1)
-            bar.write(f"  {name}: {'LIFTED' if result.success else 'failed'} ({result.status.name}: {result.reason[:90]})")
+            bar.write(f"  {name}: {'LIFTED' if result.success else 'failed'} ({status.name}: {reason[:90]})")
 
-        results = run_benchmark(protocol, args.out, on_trial)
+        results = run_benchmark(protocol, args.out, on_trial, mode=args.mode, log=bar.write)
     bar.close()
     for method, m in sorted(results["summary"]["methods"].items()):
         print(f"  {method:<18} {m['successes']:3d}/{m['trials']:<3d} = {100 * m['success_rate']:5.1f}%")
@@ -97,8 +110,11 @@ def _trials(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="getagrip", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("bringup", help="every node of a profile in one process (one executor)")
-    up.add_argument("--profile", default="sim", help="sim | hardware | planner")
+    up = sub.add_parser("bringup", help="every node of a profile, one process per node (as ros2 launch) or all in one")
+    up.add_argument("--profile", default="sim", help="sim | hardware | planner | robot | perception")
+    up.add_argument("--processes", choices=("per-node", "one"), default="per-node",
+                    help="per-node: each node in its own process, as ros2 launch starts them; one: every node in this "
+                         "process on one executor")
     up.add_argument("--arg", action="append", default=[], help="launch argument name=value (as in the launch files)")
     up.add_argument("--param", action="append", default=[], help="node:dotted.parameter=value")
     up.set_defaults(run=_bringup)
@@ -112,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--num-images", type=int, default=100)
     bench.add_argument("--num-grasps", type=int, default=40)
     bench.add_argument("--protocol", help="a protocol.yaml to run or resume (overrides the options above)")
+    bench.add_argument("--mode", choices=("in_process", "ros"), default="in_process",
+                       help="in_process: the stages in this process; ros: a bring-up with a process per node started "
+                            "here, every trial a grasp_object goal")
     bench.add_argument("--out", type=Path, default=Path("benchmark"))
     bench.set_defaults(run=_benchmark)
 

@@ -173,8 +173,38 @@ def representation_summary(rep: ObjectRepresentation) -> dict:
             "cleaning_counts": rep.cleaning_counts, "timings_s": {k: round(v, 3) for k, v in rep.timings_s.items()}}
 
 
-
 BACKENDS = ("nerf", "depth")
+
+
+@dataclass(frozen=True)
+class ObjectExtractorConfig:
+    """How an extractor (the extract_object node, the in-process stack) serves requests."""
+
+    backend: str = "depth"
+    """Backend for requests that name none: "depth" (fast, needs depth images) or "nerf"."""
+    device: str = "cpu"
+    """Where NeRF queries run: "cpu" or "cuda"."""
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
+
+
+def extract_and_save(backend: str, output_dir: str | Path, nerf_config_path: str | Path = "",
+                     dataset_dir: str | Path = "", config: ObjectExtractorConfig = ObjectExtractorConfig(),
+                     progress: ProgressFn | None = None) -> ObjectRepresentation:
+    """`extract_object` with the extractor's defaults, then the summary (object.json) and a picture (object.png)
+    written to output_dir; the cloud is returned as float32 (as it travels in a PointCloud2)."""
+    import json
+
+    from getagrip_ros.viz.grasp_image import draw_object
+
+    if not str(output_dir):
+        raise StageError(StatusCode.INVALID_GOAL, "output_dir must be given")
+    rep = extract_object(backend or config.backend, output_dir, nerf_config_path, dataset_dir, config.extraction,
+                         config.device, progress)
+    rep.points_world_m = np.asarray(rep.points_world_m, dtype=np.float32)
+    (Path(output_dir) / "object.json").write_text(json.dumps(representation_summary(rep), indent=1))
+    draw_object(rep.points_world_m, Path(output_dir) / "object.png",
+                f"{rep.backend} backend: {len(rep.points_world_m)} cleaned points (colour = height)")
+    return rep
 
 
 def capture_centre(dataset) -> np.ndarray:

@@ -31,8 +31,10 @@ def _wait(future, until: Callable[[], bool], poll_s: float = 0.05) -> bool:
 
 
 def call_in_node(client: ActionClient, goal: Any, should_stop: Callable[[], bool], deadline: float,
-                 feedback: Callable[[Any], None] | None = None, server_wait_s: float = 30.0) -> Any:
-    """Send `goal` and return the result message of a SUCCEEDED goal.
+                 feedback: Callable[[Any], None] | None = None, server_wait_s: float = 30.0,
+                 any_outcome: bool = False) -> Any:
+    """Send `goal` and return the result message of a SUCCEEDED goal (any_outcome: of any goal that ended on the
+    server, whatever its status; the result's own status says how).
 
     Raises:
         StageError: the server is missing (HARDWARE_ERROR), refused the goal, or the goal ended without success
@@ -58,6 +60,8 @@ def call_in_node(client: ActionClient, goal: Any, should_stop: Callable[[], bool
     response = result_future.result()
     result = response.result
     status = getattr(result, "status", None)
+    if any_outcome and status is not None:
+        return result
     if response.status != GoalStatus.STATUS_SUCCEEDED:
         code = StatusCode(status.code) if status is not None else StatusCode.INTERNAL_ERROR
         raise StageError(code, f"{name}: {status.reason if status is not None else 'failed'}")

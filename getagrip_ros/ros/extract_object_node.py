@@ -1,15 +1,12 @@
 """`extract_object` action server: NeRF or depth images -> cloud, BPS, mesh, object frame (thin wrapper of
 perception.extract). Publishes the cloud (latched PointCloud2 on ``object_cloud``) and a mesh marker.
 
-Parameters mirror :class:`ExtractObjectNodeConfig` (see config/extract_object.yaml).
+Parameters mirror :class:`getagrip_ros.perception.extract.ObjectExtractorConfig` (see config/extract_object.yaml).
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from geometry_msgs.msg import Point, PointStamped
 from rclpy.node import Node
@@ -19,30 +16,21 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import Marker
 
 from getagrip_interfaces.action import ExtractObject
-from getagrip_ros.perception.extract import ExtractionConfig, extract_object, representation_summary
+from getagrip_ros.perception.extract import ObjectExtractorConfig, extract_and_save
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import numpy_to_point_cloud2, pose_stamped_from_matrix, timings_to_msgs
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
+from getagrip_ros.ros.stage_messages import extract_request
 from getagrip_ros.status import StageError, StatusCode
-from getagrip_ros.viz.grasp_image import draw_object
 
 WORLD_FRAME = "world"
-
-
-@dataclass(frozen=True)
-class ExtractObjectNodeConfig:
-    backend: str = "depth"
-    """Backend for goals that name none: "depth" (fast, needs depth images) or "nerf"."""
-    device: str = "cpu"
-    """Where NeRF queries run: "cpu" or "cuda"."""
-    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
 
 
 class ExtractObjectNode(Node):
     def __init__(self) -> None:
         super().__init__("extract_object")
-        self.config = declare_config(self, ExtractObjectNodeConfig())
+        self.config = declare_config(self, ObjectExtractorConfig())
         self._busy = threading.Lock()
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.cloud_pub = self.create_publisher(PointCloud2, "object_cloud", latched)
@@ -59,11 +47,10 @@ class ExtractObjectNode(Node):
             goal_handle.publish_feedback(ExtractObject.Feedback(stage=stage, progress=float(fraction)))
 
         try:
-            if not goal.output_dir:
-                raise StageError(StatusCode.INVALID_GOAL, "output_dir must be given")
+            request = extract_request(goal)
             with self._busy:
-                rep = extract_object(goal.backend or self.config.backend, goal.output_dir, goal.nerf_config_path,
-                                     goal.dataset_dir, self.config.extraction, self.config.device, progress)
+                rep = extract_and_save(request.backend, request.output_dir, request.nerf_config_path, request.dataset_dir,
+                                       self.config, progress)
         except StageError as err:
             return end_goal(self, goal_handle, result, err.code, err.reason)
         except Exception as err:  # noqa: BLE001 - a failed sub-step must not take the node down
@@ -81,10 +68,6 @@ class ExtractObjectNode(Node):
         result.mesh_path = str(rep.mesh_path or "")
         result.mesh_watertight = bool(rep.mesh.is_watertight)
         result.timings = timings_to_msgs(rep.timings_s)
-        summary = representation_summary(rep)
-        (Path(goal.output_dir) / "object.json").write_text(json.dumps(summary, indent=1))
-        draw_object(rep.points_world_m, Path(goal.output_dir) / "object.png",
-                    f"{rep.backend} backend: {len(rep.points_world_m)} cleaned points (colour = height)")
         self.cloud_pub.publish(result.point_cloud)
         self.mesh_pub.publish(self._mesh_marker(rep, header))
         return end_goal(self, goal_handle, result, StatusCode.SUCCEEDED,

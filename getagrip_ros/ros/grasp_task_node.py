@@ -1,8 +1,8 @@
 """`grasp_object` action server: the whole grasp task, one recorded trial per goal.
 
-Runs the core `task.GraspTask` with stages that call the stack's own actions - ``capture_images``,
-``train_nerf`` (NeRF perception), ``extract_object``, ``plan_grasp``, ``plan_motion``, ``execute_grasp`` -
-so each stage stays callable on its own. While the robot moves it records ``joint_states`` and, in
+Runs the core `task.GraspTask` with stage calls that are the stack's own actions - ``reset_world``,
+``capture_images``, ``train_nerf`` (NeRF perception), ``extract_object``, ``plan_grasp``, ``plan_motion``,
+``execute_grasp`` - so each stage stays callable on its own; the in-process stack makes the same calls directly. While the robot moves it records ``joint_states`` and, in
 simulation, ``sim/object_state`` into the trial bag; the bag path is in the result. After each trial it
 publishes RViz markers on ``trial_markers`` (latched): the executed grasp and the outcome as text. Parameters mirror
 :class:`GraspTaskNodeConfig` (config/grasp_task.yaml).
@@ -23,27 +23,32 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState as JointStateMsg
 from visualization_msgs.msg import MarkerArray
 
-from getagrip_interfaces.action import CaptureImages, ExecuteGrasp, ExtractObject, GraspObject, PlanGrasp, PlanMotion, TrainNerf
+from getagrip_interfaces.action import (
+    CaptureImages, ExecuteGrasp, ExtractObject, GraspObject, PlanGrasp, PlanMotion, ResetWorld, TrainNerf,
+)
 from getagrip_interfaces.msg import ObjectState
 from getagrip_ros.execution.executor import ExecutionResult
-from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
+from getagrip_ros.perception.capture import CaptureRequest
+from getagrip_ros.planning.planner import PlanRequest
 from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.robot.backend import ResetReport, WorldReset
 from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, HAND_LINK_NAMES, PALM_LINK
+from getagrip_ros.robot.interfaces import JointState
 from getagrip_ros.ros.action_calls import call_in_node, remote_parameters
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.ros.conversions import grasp_msgs_to_core, grasps_to_msgs, matrix_from_pose, point_cloud2_to_numpy, timings_to_msgs
 from getagrip_ros.ros.markers import grasp_markers, outcome_marker
-from getagrip_ros.ros.conversions import (
-    grasp_msgs_to_core, grasps_to_msgs, joint_trajectory_from_msg, joint_trajectory_to_msg, matrix_from_pose,
-    point_cloud2_to_numpy, numpy_to_point_cloud2, timings_to_msgs,
-)
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
-from getagrip_ros.motion.planner import GraspStages
-from getagrip_ros.status import StageError, StatusCode
+from getagrip_ros.ros.stage_messages import (
+    capture_goal, execute_goal, extract_goal, motion_goal, nerf_goal, plan_goal, reset_goal, stages_from_msgs,
+)
+from getagrip_ros.status import StatusCode
 from getagrip_ros.task.config import PERCEPTION_BACKENDS, GraspTaskConfig
-from getagrip_ros.task.grasp_task import GraspTask, trial_name
+from getagrip_ros.task.grasp_task import GraspTask, TrialObject, check_trial_name, trial_name
+from getagrip_ros.task.robot_stages import ExecuteRequest, MotionRequest
 from getagrip_ros.task.stages import (
-    CaptureOutput, GraspPlanOutput, MotionOutput, PerceptionOutput, StageBudget, TraceSink,
+    CaptureOutput, ExtractRequest, GraspPlanOutput, MotionOutput, NerfRequest, PerceptionOutput, StageBudget, TraceSink,
 )
 
 
@@ -53,14 +58,12 @@ class GraspTaskNodeConfig:
 
     world_frame: str = "world"
     object_label: str = ""
-    """What stands on the table (recorded with each trial; the sim launch sets it to the simulated object)."""
-    work_dir: str = "~/getagrip_trials/work"
-    """Capture datasets, NeRFs and meshes of each trial (<work_dir>/<trial>/...)."""
-    nerf_profile: str = "cpu"
-    """train_nerf profile for NeRF perception (paper | cpu)."""
+    """What stands on the table, recorded with each trial whose goal names none ("" = in simulation the robot node's
+    object, on hardware "unknown")."""
     server_wait_s: float = 30.0
     """How long to wait for a stage's action server."""
-    task: GraspTaskConfig = field(default_factory=lambda: GraspTaskConfig(trials_dir="~/getagrip_trials"))
+    task: GraspTaskConfig = field(default_factory=lambda: GraspTaskConfig(trials_dir="~/getagrip_trials",
+                                                                          work_dir="~/getagrip_trials/work"))
 
 
 def hand_contact_links() -> tuple[str, ...]:
@@ -96,99 +99,80 @@ class TraceWindow:
             self._changed.wait_for(lambda: all(v >= end_ns for v in self._latest.values()), timeout=self.max_wait_s)
 
 
-class RosTaskStages:
-    """`TaskStages` over the stage actions; the execution trace comes from the node's subscriptions."""
+class RosStageCalls:
+    """`StageCalls` over the stage actions; the execution trace comes from the node's subscriptions."""
 
     def __init__(self, node: GraspTaskNode) -> None:
         self.node = node
         group = node.group
         self.clients = {name: ActionClient(node, kind, name, callback_group=group) for name, kind in (
-            ("capture_images", CaptureImages), ("train_nerf", TrainNerf), ("extract_object", ExtractObject),
-            ("plan_grasp", PlanGrasp), ("plan_motion", PlanMotion), ("execute_grasp", ExecuteGrasp))}
-        self.trial_dir = Path()
-        self.hand = AllegroHand()
+            ("reset_world", ResetWorld), ("capture_images", CaptureImages), ("train_nerf", TrainNerf),
+            ("extract_object", ExtractObject), ("plan_grasp", PlanGrasp), ("plan_motion", PlanMotion),
+            ("execute_grasp", ExecuteGrasp))}
 
     def describe(self) -> dict[str, Any]:
-        actuators = remote_parameters(self.node, "grasp_execution",
-                                      ["backend", "stages", "safety", "execution", "hardware", "sim", "hand"])
-        return {"backend": "ros", "object": self.node.config.object_label or "unknown",
-                "actuators": actuators or "grasp_execution did not answer its parameter services"}
+        actuators = remote_parameters(self.node, "robot", ["backend", "stages", "safety", "execution", "hardware", "sim",
+                                                           "hand", "capture", "lift_check_fraction"])
+        simulated = actuators.get("sim.object_name") if actuators.get("backend") == "sim" else None
+        return {"backend": "ros", "object": self.node.config.object_label or simulated or "unknown",
+                "actuators": actuators or "the robot node did not answer its parameter services"}
 
     def hand_link_names(self) -> tuple[str, ...]:
         return hand_contact_links()
 
-    def _call(self, name: str, goal: Any, budget: StageBudget, feedback=None) -> Any:
+    def _call(self, name: str, goal: Any, budget: StageBudget, feedback=None, any_outcome: bool = False) -> Any:
         return call_in_node(self.clients[name], goal, budget.cancelled, budget.deadline, feedback,
-                            self.node.config.server_wait_s)
+                            self.node.config.server_wait_s, any_outcome)
 
-    def capture(self, object_position_m: np.ndarray, config: GraspTaskConfig, budget: StageBudget) -> CaptureOutput:
-        goal = CaptureImages.Goal(num_images=config.num_images, output_dir=str(self.trial_dir / "capture"), with_depth=True)
-        goal.look_at.header.frame_id = self.node.config.world_frame
-        goal.look_at.point.x, goal.look_at.point.y, goal.look_at.point.z = (float(v) for v in object_position_m)
-        result = self._call("capture_images", goal, budget,
-                            lambda fb: budget.progress(fb.num_captured / max(fb.num_planned, 1), f"image {fb.num_captured}"))
-        data = read_nerf_dataset(result.dataset_dir)
-        depth = None if data.depth_m is None else list(data.depth_m)
-        return CaptureOutput(list(data.rgb), data.K, data.T_world_camera_optical, depth, result.dataset_dir)
+    def reset(self, request: WorldReset, budget: StageBudget) -> ResetReport:
+        result = self._call("reset_world", reset_goal(request), budget)
+        s = result.joint_state
+        state = JointState(tuple(s.name), np.asarray(s.position, float), np.asarray(s.velocity, float))
+        return ResetReport(result.object_name, matrix_from_pose(result.object_pose.pose), state, result.status.reason)
 
-    def perceive(self, capture: CaptureOutput, object_position_m: np.ndarray, config: GraspTaskConfig,
-                 budget: StageBudget) -> PerceptionOutput:
-        goal = ExtractObject.Goal(backend=config.perception, dataset_dir=capture.dataset_dir,
-                                  output_dir=str(self.trial_dir / "object"))
-        if config.perception == "nerf":
-            trained = self._call("train_nerf", TrainNerf.Goal(dataset_dir=capture.dataset_dir, seed=config.seed,
-                                                              output_dir=str(self.trial_dir / "nerf"),
-                                                              profile=self.node.config.nerf_profile), budget,
-                                 lambda fb: budget.progress(0.9 * fb.iteration / max(fb.num_iterations, 1), "nerfacto"))
-            goal.nerf_config_path = trained.config_path
-        result = self._call("extract_object", goal, budget, lambda fb: budget.progress(fb.progress, fb.stage))
+    def capture(self, request: CaptureRequest, budget: StageBudget) -> CaptureOutput:
+        result = self._call("capture_images", capture_goal(request, with_depth=True), budget,
+                            lambda fb: budget.progress(fb.num_captured / max(fb.num_planned, 1),
+                                                       f"image {fb.num_captured}/{fb.num_planned}"))
+        return CaptureOutput(result.dataset_dir, int(result.num_captured), int(result.num_captured + result.num_skipped))
+
+    def train_nerf(self, request: NerfRequest, budget: StageBudget) -> str:
+        result = self._call("train_nerf", nerf_goal(request), budget,
+                            lambda fb: budget.progress(fb.iteration / max(fb.num_iterations, 1), f"nerfacto {fb.iteration}"))
+        return result.config_path
+
+    def extract(self, request: ExtractRequest, budget: StageBudget) -> PerceptionOutput:
+        result = self._call("extract_object", extract_goal(request), budget, lambda fb: budget.progress(fb.progress, fb.stage))
         origin = np.array([result.bps_origin.point.x, result.bps_origin.point.y, result.bps_origin.point.z])
         centroid = np.array([result.centroid.point.x, result.centroid.point.y, result.centroid.point.z])
         return PerceptionOutput(point_cloud2_to_numpy(result.point_cloud), np.asarray(result.bps, float), origin, centroid,
                                 result.mesh_path)
 
-    def plan_grasps(self, obj: PerceptionOutput, config: GraspTaskConfig, budget: StageBudget) -> GraspPlanOutput:
-        goal = PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_POINT_CLOUD, num_grasps=config.num_grasps,
-                              sampler=config.sampler, evaluator=config.evaluator, seed=config.seed,
-                              timeout_s=max(budget.remaining_s(), 1.0))
-        goal.point_cloud = numpy_to_point_cloud2(obj.points_world_m, self.node.config.world_frame)
-        result = self._call("plan_grasp", goal, budget, lambda fb: budget.progress(fb.progress, fb.stage))
-        self._grasp_msgs = list(result.grasps)
-        grasps, labels = grasp_msgs_to_core(self._grasp_msgs)
+    def plan_grasp(self, request: PlanRequest, budget: StageBudget) -> GraspPlanOutput:
+        result = self._call("plan_grasp", plan_goal(request), budget, lambda fb: budget.progress(fb.progress, fb.stage))
+        grasps, labels = grasp_msgs_to_core(list(result.grasps))
         return GraspPlanOutput(grasps, labels, result.status.reason)
 
-    def plan_motion(self, obj: PerceptionOutput, plan: GraspPlanOutput, config: GraspTaskConfig,
-                    budget: StageBudget) -> MotionOutput:
-        goal = PlanMotion.Goal(grasps=grasps_to_msgs(plan.grasps, plan.labels), object_mesh_path=obj.mesh_path,
-                               planner=config.planner, timeout_s=max(budget.remaining_s(), 1.0))
-        result = self._call("plan_motion", goal, budget,
+    def plan_motion(self, request: MotionRequest, budget: StageBudget) -> MotionOutput:
+        result = self._call("plan_motion", motion_goal(request), budget,
                             lambda fb: budget.progress(fb.grasps_tried / max(fb.grasps_total, 1), "planning"))
-        names = ("hand_shape", "approach", "close", "lift")
-        stages = GraspStages(*(joint_trajectory_from_msg(getattr(result, n), n) for n in names))
-        return MotionOutput(int(result.grasp_index), stages, list(result.rejected))
+        return MotionOutput(int(result.grasp_index), stages_from_msgs(result), list(result.rejected))
 
-    def execute(self, motion: MotionOutput, config: GraspTaskConfig, budget: StageBudget, trace: TraceSink) -> ExecutionResult:
-        stamp = self.node.get_clock().now().to_msg()
-        goal = ExecuteGrasp.Goal(**{name: joint_trajectory_to_msg(t, stamp) for name, t in motion.stages.as_list()})
-        phase = [""]
-
+    def execute(self, request: ExecuteRequest, budget: StageBudget, trace: TraceSink) -> ExecutionResult:
         def feedback(fb) -> None:
-            if fb.phase != phase[0]:
-                phase[0] = fb.phase
-                trace.phase(fb.phase, stamp_ns(fb) or None)
+            trace.phase(fb.phase, stamp_ns(fb) or None)
             budget.progress(fb.progress, fb.phase)
 
         window = self.node.trace_window = TraceWindow(trace, self.node.get_clock().now().nanoseconds)
         try:
-            result = self._call("execute_grasp", goal, budget, feedback)
-            return ExecutionResult(True, StatusCode.SUCCEEDED, result.stage, result.status.reason, bool(result.lifted))
-        except StageError as err:
-            if err.code == StatusCode.NO_RESULT:  # every stage ran; the object is not in the hand
-                return ExecutionResult(False, StatusCode.NO_RESULT, "done", err.reason, False)
-            raise
+            result = self._call("execute_grasp", execute_goal(request, self.node.get_clock().now().to_msg()), budget,
+                                feedback, any_outcome=True)
         finally:
             window.close(self.node.get_clock().now().nanoseconds)
             self.node.trace_window = None
+        code = StatusCode(result.status.code)
+        return ExecutionResult(code == StatusCode.SUCCEEDED, code, result.stage, result.status.reason,
+                               bool(result.lifted) if result.stage == "done" else None)
 
 
 class GraspTaskNode(Node):
@@ -199,15 +183,40 @@ class GraspTaskNode(Node):
         self.trace_window: TraceWindow | None = None
         self._closing = False
         self._busy = threading.Lock()
-        self.stages = RosTaskStages(self)
-        trials_dir = str(Path(self.config.task.trials_dir).expanduser())
-        self.task = GraspTask(self.stages, replace(self.config.task, trials_dir=trials_dir))
-        self.create_subscription(JointStateMsg, "joint_states", self._on_joint_state, 1000, callback_group=self.group)
-        self.create_subscription(ObjectState, "sim/object_state", self._on_object_state, 1000, callback_group=self.group)
+        self.calls = RosStageCalls(self)
+        task = self.config.task
+        self.task = GraspTask(self.calls, replace(task, trials_dir=str(Path(task.trials_dir).expanduser()),
+                                                  work_dir=str(Path(task.work_dir).expanduser())))
+        self.hand = AllegroHand()
+        self._start_trace_listener()
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.marker_pub = self.create_publisher(MarkerArray, "trial_markers", latched)
         self.server = accepting_action_server(self, GraspObject, "grasp_object", self.execute, self.group)
-        self.get_logger().info(f"grasp_task ready (trials in {self.task.config.trials_dir})")
+        self.get_logger().info(f"grasp_task ready (trials in {self.task.config.trials_dir}, work data in "
+                               f"{self.task.config.work_dir})")
+
+    def _start_trace_listener(self) -> None:
+        """The robot's states arrive at up to a few hundred messages a second while it moves (50 ms of robot time
+        apart, faster than real time in simulation): a node of their own on a single-threaded executor keeps up,
+        where this node's executor, whose wait set holds every action client, falls seconds behind."""
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.trace_node = rclpy.create_node("grasp_task_trace", context=self.context, start_parameter_services=False)
+        self.trace_node.create_subscription(JointStateMsg, "joint_states", self._on_joint_state, 1000)
+        self.trace_node.create_subscription(ObjectState, "sim/object_state", self._on_object_state, 1000)
+        self._trace_executor = SingleThreadedExecutor(context=self.context)
+        self._trace_executor.add_node(self.trace_node)
+        self._trace_thread = threading.Thread(target=self._spin_trace, name="trace", daemon=True)
+        self._trace_thread.start()
+
+    def _spin_trace(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            self._trace_executor.spin()
+        except ExternalShutdownException:  # SIGINT: the context is going down
+            pass
 
     def _on_joint_state(self, msg: JointStateMsg) -> None:
         window = self.trace_window
@@ -235,8 +244,8 @@ class GraspTaskNode(Node):
         position = goal.object_position
         if position.header.frame_id not in ("", self.config.world_frame, "fr3_link0"):
             raise ValueError(f"object_position must be in {self.config.world_frame!r}, got {position.header.frame_id!r}")
-        if not np.isfinite([position.point.x, position.point.y, position.point.z]).all():
-            raise ValueError("object_position has NaN or inf")
+        if not np.isfinite([position.point.x, position.point.y, position.point.z, goal.object_yaw_rad]).all():
+            raise ValueError("object_position or object_yaw_rad has NaN or inf")
         return replace(base, perception=goal.perception or base.perception, sampler=goal.sampler or base.sampler,
                        evaluator=goal.evaluator or base.evaluator, num_grasps=int(goal.num_grasps or base.num_grasps),
                        seed=int(goal.seed))
@@ -244,26 +253,24 @@ class GraspTaskNode(Node):
     def execute(self, goal_handle) -> GraspObject.Result:
         goal = goal_handle.request
         result = GraspObject.Result(stage="validation")
+        name = goal.trial_name or trial_name()
         try:
             config = self._goal_config(goal)
+            check_trial_name(name, config)
         except ValueError as err:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         if not self._busy.acquire(blocking=False):
             return end_goal(self, goal_handle, result, StatusCode.BUSY, "a grasp is running; one at a time")
         try:
-            name = goal.trial_name or trial_name()
-            if "/" in name or name.startswith("."):
-                return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"trial_name {name!r} is not a plain name")
-            if (Path(config.trials_dir) / name).exists():
-                return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"trial {name!r} exists already")
-            self.stages.trial_dir = Path(self.config.work_dir).expanduser() / name
-
             def feedback(stage: str, progress: float, detail: str) -> None:
                 goal_handle.publish_feedback(GraspObject.Feedback(stage=stage, progress=float(progress), detail=detail))
 
             position = np.array([goal.object_position.point.x, goal.object_position.point.y, goal.object_position.point.z])
             outcome = self.task.run(position, name, config, lambda: goal_handle.is_cancel_requested or self._closing,
-                                    feedback)
+                                    feedback, TrialObject(goal.object_name, bool(goal.place_object),
+                                                          float(goal.object_yaw_rad)))
+        except ValueError as err:  # the trial name was taken meanwhile
+            return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         finally:
             self._busy.release()
         result.success, result.stage, result.trial_bag_path = outcome.success, outcome.stage, outcome.bag_path
@@ -277,16 +284,18 @@ class GraspTaskNode(Node):
 
             executed = Grasp.from_vector(outcome.chosen_grasp[None], self.config.world_frame)
             result.executed_grasp = grasps_to_msgs(executed, outcome.chosen_labels[None])[0]
-            markers = grasp_markers(executed, outcome.chosen_labels[None, 0], self.stages.hand, namespace="executed_grasp")
+            markers = grasp_markers(executed, outcome.chosen_labels[None, 0], self.hand, namespace="executed_grasp")
         verdict = "LIFTED" if outcome.success else f"{outcome.status.name} in {outcome.stage}"
         markers.markers.append(outcome_marker(f"{name}: {verdict}", position, outcome.success, self.config.world_frame))
-        self.marker_pub.publish(markers)
+        if not self._closing:
+            self.marker_pub.publish(markers)
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
-
 
     def close(self) -> None:
         """Shutting down: a running trial is cancelled (its sub-goals too) and still recorded."""
         self._closing = True
+        self._trace_executor.shutdown(timeout_sec=5.0)
+        self.trace_node.destroy_node()
 
 
 def main(args: list[str] | None = None) -> None:

@@ -1,7 +1,8 @@
 """What the nodes' "hardware" backends share: the FR3 through franky and the Allegro hand's driver topics.
 
-libfranka lets one client control the arm at a time, so nodes that move the arm (capture_images,
-grasp_execution) connect for a goal and release the arm when it ends (`release_arm_between_goals`).
+libfranka lets one client control the arm at a time: the robot node is the only one of the stack that
+moves it, and it connects for a goal and releases the arm when it ends (`release_arm_between_goals`), so
+other programs (Franka Desk, a teach pendant script) can take it between goals.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from getagrip_ros.robot.allegro import WONIK_JOINT_NAMES
+from getagrip_ros.robot.backend import RobotBackend, RobotUnavailable
 from getagrip_ros.ros.allegro_topic_hand import AllegroTopicConfig
 
 
@@ -33,9 +35,7 @@ class HardwareParams:
     """FCI address of the FR3."""
     relative_dynamics_factor: float = 0.5
     release_arm_between_goals: bool = True
-    """Disconnect from the FR3 after each goal, so the other node that moves the arm can connect."""
-
-
+    """Disconnect from the FR3 after each goal, so that another client can take it between goals."""
 
 
 @dataclass(frozen=True)
@@ -49,32 +49,50 @@ class ZedParams:
     """-1 = the first camera found."""
 
 
-class HardwareRobot:
-    """The same face as `ros.sim_backend.SimBackend` for the capture node: the FR3 (franky), the Allegro hand (its
-    driver's topics, through `node`) and the ZED 2i, each opened when a goal needs it."""
+class HardwareRobot(RobotBackend):
+    """The FR3 (franky, connected for each goal), the Allegro hand (its driver's topics, through `node`) and the
+    ZED 2i (opened when a goal needs it): the robot a hardware bring-up owns."""
 
     def __init__(self, node, hardware: HardwareParams, hand: HandTopicParams, zed: ZedParams) -> None:
         from getagrip_ros.robot.franky_arm import FrankyArm, FrankyArmConfig
         from getagrip_ros.ros.allegro_topic_hand import AllegroTopicHand
 
-        self.params, self.zed = hardware, zed
-        self.arm = FrankyArm(FrankyArmConfig(host=hardware.franky_host,
-                                             relative_dynamics_factor=hardware.relative_dynamics_factor))
-        self.hand = AllegroTopicHand(node, hand.topic_config())
+        self.params, self.zed, self._log = hardware, zed, node.get_logger()
+        self._arm = FrankyArm(FrankyArmConfig(host=hardware.franky_host,
+                                              relative_dynamics_factor=hardware.relative_dynamics_factor))
+        self._hand = AllegroTopicHand(node, hand.topic_config())
         self._camera = None
         self.description = (f"FR3 at {hardware.franky_host} through franky, Allegro on {hand.command_topic}, "
                             f"ZED 2i ({zed.resolution})")
 
-    def run(self, fn, *args):
-        return fn(*args)
+    @property
+    def arm(self):
+        return self._arm
 
-    def prepare(self) -> str:
-        """Connect the arm; "" when ready, else why not."""
+    @property
+    def hand(self):
+        return self._hand
+
+    def acquire(self) -> None:
+        """Connect the FR3 (libfranka admits one controlling client); RobotUnavailable with the reason."""
+        if self._arm.connected:
+            return
         try:
-            self.arm.connect()
+            self._arm.connect()
         except Exception as err:  # noqa: BLE001 - FrankyNotInstalledError, ArmConnectionError, libfranka errors
-            return f"the FR3 at {self.params.franky_host} is not reachable: {type(err).__name__}: {err}"
-        return ""
+            raise RobotUnavailable(f"the FR3 at {self.params.franky_host} is not reachable: "
+                                   f"{type(err).__name__}: {err}") from err
+        self._log.info(f"FR3 at {self.params.franky_host} connected")
+
+    def release(self) -> None:
+        """After a goal: give the FR3 back to other clients (release_arm_between_goals)."""
+        if self.params.release_arm_between_goals and self._arm.connected:
+            self._arm.close()
+            self._log.info(f"FR3 at {self.params.franky_host} released")
+
+    @property
+    def connected(self) -> bool:
+        return self._arm.connected
 
     def camera(self, with_depth: bool):
         """The ZED 2i, opened now (CameraUnavailable without the SDK or the camera)."""
@@ -91,19 +109,6 @@ class HardwareRobot:
             self._camera.close()
             self._camera = None
 
-    def joint_state(self):
-        return self.arm.state()
-
-    def advance_idle(self):
-        if not self.arm.connected:
-            raise ConnectionError("the arm is released between goals")
-        return self.arm.state()
-
-    def mark_time(self) -> None:
-        """After a goal: release the arm for the other nodes (when configured)."""
-        if self.params.release_arm_between_goals:
-            self.arm.close()
-
     def close(self) -> None:
         self.close_camera()
-        self.arm.close()
+        self._arm.close()

@@ -21,12 +21,13 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from visualization_msgs.msg import MarkerArray
 
 from getagrip_interfaces.action import PlanGrasp
-from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, PlanRequest
+from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
-from getagrip_ros.ros.conversions import planned_grasps_to_msgs, point_cloud2_to_numpy, timings_to_msgs
+from getagrip_ros.ros.conversions import planned_grasps_to_msgs, timings_to_msgs
 from getagrip_ros.ros.markers import grasp_markers
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
+from getagrip_ros.ros.stage_messages import plan_request
 from getagrip_ros.status import StageError, StatusCode
 
 QUEUE_POLL_S = 0.05
@@ -40,27 +41,6 @@ class PlanGraspNodeConfig(GraspPlannerConfig):
 
     max_queued_goals: int = 1
     """Goals that may wait while one plans (0-2); further goals are aborted as BUSY."""
-
-
-def plan_request_from_goal(goal: PlanGrasp.Goal) -> PlanRequest:
-    """PlanGrasp goal -> core request; ValueError names what is malformed."""
-    request = PlanRequest(num_grasps=goal.num_grasps, sampler=goal.sampler, evaluator=goal.evaluator,
-                          refinement_iterations=goal.refinement_iterations, seed=goal.seed, timeout_s=goal.timeout_s)
-    if goal.object_source == PlanGrasp.Goal.SOURCE_POINT_CLOUD:
-        request.points_m = point_cloud2_to_numpy(goal.point_cloud)
-        request.frame_id = goal.point_cloud.header.frame_id
-    elif goal.object_source == PlanGrasp.Goal.SOURCE_BPS:
-        request.bps = goal.bps.tolist() if hasattr(goal.bps, "tolist") else list(goal.bps)
-        request.frame_id = goal.bps_frame_id
-        request.bps_centroid_height_m = goal.bps_centroid_height_m
-    elif goal.object_source == PlanGrasp.Goal.SOURCE_NERF:
-        request.nerf_config_path = goal.nerf_config_path
-        request.frame_id = "world"
-    else:
-        raise ValueError(f"unknown object_source {goal.object_source} (0 = point cloud, 1 = BPS, 2 = NeRF)")
-    if not request.frame_id:
-        raise ValueError("the object data has no frame_id")
-    return request
 
 
 class PlanGraspNode(Node):
@@ -112,7 +92,7 @@ class PlanGraspNode(Node):
     def execute(self, goal_handle) -> PlanGrasp.Result:
         result = PlanGrasp.Result()
         try:
-            request = plan_request_from_goal(goal_handle.request)
+            request = plan_request(goal_handle.request)
         except (ValueError, TypeError) as err:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         refused = self._wait_turn(goal_handle)

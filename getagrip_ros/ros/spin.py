@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable
 
 import rclpy
@@ -9,11 +11,18 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
 
+def ignore_interrupts() -> None:
+    """From now on SIGINT is ignored (main thread only): a terminal and a launch each send one, and the second must
+    not cut a clean shutdown short. SIGTERM still ends the process."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def spin_node(make_node: Callable[[], Node], args: list[str] | None = None, num_threads: int = 4) -> None:
     """Run one node until SIGINT or an external shutdown (actions run in parallel with cancel requests).
 
-    `num_threads`: executor threads; a running goal holds one, so cancels and queued goals need more. The node's ``close()`` method, when
-    it has one, runs before rclpy shuts down.
+    `num_threads`: executor threads; a running goal holds one, so cancels and queued goals need more. The node's
+    ``close()`` method, when it has one, runs before rclpy shuts down; further SIGINTs are ignored meanwhile.
     """
     rclpy.init(args=args)
     node = None
@@ -25,7 +34,9 @@ def spin_node(make_node: Callable[[], Node], args: list[str] | None = None, num_
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        ignore_interrupts()
         close = getattr(node, "close", None)
         if callable(close):
             close()
         rclpy.try_shutdown()
+        ignore_interrupts()  # rclpy's shutdown puts Python's handler back

@@ -1,41 +1,31 @@
 """`train_nerf` action server: trains nerfacto on a captured dataset (thin wrapper of perception.nerf.train).
 
-Parameters: ``profile`` ("cpu" or "paper", used when a goal leaves it empty) and ``device``.
+Parameters mirror :class:`getagrip_ros.perception.nerf.config.NerfTrainerConfig`: ``profile`` ("cpu" or
+"paper", used when a goal leaves it empty), ``device`` and ``camera_optimizer``.
 Feedback every iteration (loss, PSNR); cancel stops training between iterations (nothing is saved).
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from rclpy.node import Node
 
 from getagrip_interfaces.action import TrainNerf
-from getagrip_ros.perception.nerf.config import NERF_PROFILES, nerf_profile
+from getagrip_ros.perception.nerf.config import NerfTrainerConfig
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import timings_to_msgs
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
+from getagrip_ros.ros.stage_messages import nerf_request
 from getagrip_ros.status import StageError, StatusCode
-
-
-@dataclass(frozen=True)
-class TrainNerfNodeConfig:
-    profile: str = "cpu"
-    """Profile for goals that name none: "cpu" (minutes on 2 cores) or "paper" (as published; use a GPU)."""
-    device: str = "cpu"
-    """"cpu" or "cuda"."""
-    camera_optimizer: str = ""
-    """nerfacto pose refinement: "" = the profile's (paper: SO3xR3, cpu: off), or "off", "SO3xR3", "SE3".
-    With robot (FK) poses, "off" keeps the NeRF in the world frame."""
 
 
 class TrainNerfNode(Node):
     def __init__(self) -> None:
         super().__init__("train_nerf")
-        self.config = declare_config(self, TrainNerfNodeConfig())
+        self.config = declare_config(self, NerfTrainerConfig())
         self._busy = threading.Lock()  # one training at a time
         self.server = accepting_action_server(self, TrainNerf, "train_nerf", self.execute)
         self.get_logger().info(f"train_nerf ready (profile {self.config.profile}, device {self.config.device})")
@@ -43,17 +33,11 @@ class TrainNerfNode(Node):
     def execute(self, goal_handle) -> TrainNerf.Result:
         goal, result = goal_handle.request, TrainNerf.Result()
         try:
-            if not goal.dataset_dir or not goal.output_dir:
-                raise StageError(StatusCode.INVALID_GOAL, "dataset_dir and output_dir must both be given")
-            profile = goal.profile or self.config.profile
-            if profile not in NERF_PROFILES:
-                raise StageError(StatusCode.INVALID_GOAL, f"unknown profile {profile!r}; use one of {sorted(NERF_PROFILES)}")
-            overrides = {"seed": int(goal.seed), "device": self.config.device}
-            if goal.num_iterations:
-                overrides["num_iterations"] = int(goal.num_iterations)
-            if self.config.camera_optimizer:
-                overrides["camera_optimizer"] = self.config.camera_optimizer
-            config = nerf_profile(profile, **overrides)
+            try:
+                request = nerf_request(goal)
+                config = self.config.training_config(request.profile, request.num_iterations, request.seed)
+            except ValueError as err:
+                raise StageError(StatusCode.INVALID_GOAL, str(err)) from err
             from getagrip_ros.perception.nerf.train import train_nerf  # imports nerfstudio on first use
 
             def feedback(p) -> None:
@@ -61,7 +45,7 @@ class TrainNerfNode(Node):
                                                                 loss=p.loss, psnr_db=p.psnr_db))
 
             with self._busy:
-                trained = train_nerf(Path(goal.dataset_dir), Path(goal.output_dir), config, feedback,
+                trained = train_nerf(Path(request.dataset_dir), Path(request.output_dir), config, feedback,
                                      lambda: goal_handle.is_cancel_requested)
         except StageError as err:
             return end_goal(self, goal_handle, result, err.code, err.reason)

@@ -1,10 +1,14 @@
 """The benchmark: the full simulated grasp task over a set of objects and methods, under a frozen protocol.
 
-The protocol (objects, methods, trials per object, every task and world setting) is written to
-``protocol.yaml`` with its hash before the first trial; a later run in the same folder must present the
-same protocol (it then resumes: finished trials are kept, crashed ones are kept under a new name and
-run again). Every attempt's bag is retained under ``trials/``; ``results.json`` holds success per object
+The protocol (objects, methods, trials per object, every task setting and every stage setting of the stack)
+is written to ``protocol.yaml`` with its hash before the first trial; a later run in the same folder must
+present the same protocol (it then resumes: finished trials are kept, crashed ones are kept under a new name
+and run again). Every attempt's bag is retained under ``trials/``; ``results.json`` holds success per object
 and method, failure reasons and timings.
+
+Two modes run the same protocol through the same stage code: ``in_process`` (`task.in_process.InProcessStack`
+in this process) and ``ros`` (the stack users launch: a bring-up with a process per node, started here with
+the protocol's settings as node parameters, and every trial sent as a ``grasp_object`` goal).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import numpy as np
 import yaml
 
 from getagrip_ros.task.config import GraspTaskConfig
-from getagrip_ros.task.local_stages import LocalSimConfig
+from getagrip_ros.task.in_process import StackConfig
 
 NAMED_SETS = ("tabletop-20",)
+MODES = ("in_process", "ros")
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,9 @@ class BenchmarkProtocol:
     trials_per_object: int = 1
     """Trial k of an object uses seed = task.seed + k."""
     task: GraspTaskConfig = field(default_factory=GraspTaskConfig)
-    """sampler, evaluator, seed and trials_dir are set per trial."""
-    sim: LocalSimConfig = field(default_factory=LocalSimConfig)
-    """object_name is set per object."""
+    """sampler, evaluator, seed, trials_dir and work_dir are set per trial."""
+    stack: StackConfig = field(default_factory=StackConfig)
+    """Every stage's settings (the object is named per trial; the reset puts it on the table)."""
 
     def __post_init__(self) -> None:
         if not self.objects:
@@ -112,45 +117,67 @@ def freeze(protocol: BenchmarkProtocol, out_dir: Path) -> None:
     path.write_text(text)
 
 
-def run_benchmark(protocol: BenchmarkProtocol, out_dir: str | Path,
-                  on_trial: Callable[[str, Any], None] = lambda name, result: None) -> dict[str, Any]:
-    """Run (or resume) every trial of the protocol; returns the results (also written to results.json)."""
-    from getagrip_ros.task.grasp_task import GraspTask
-    from getagrip_ros.task.local_stages import LocalSimStages
+def _pending(protocol: BenchmarkProtocol, trials: Path):
+    """(object, method, k, trial name) of every trial still to run; a crashed attempt (a bag without an outcome) is
+    kept under a new name and run again."""
     from getagrip_ros.trials.bag import read_bag
+
+    for obj in protocol.objects:
+        for method in protocol.methods:
+            for k in range(protocol.trials_per_object):
+                name = f"{_slug(obj)}__{method}__{k:02d}"
+                bag = trials / name
+                if bag.exists():
+                    if read_bag(bag, {"/trial/outcome"}).outcome is not None:
+                        continue  # done in an earlier run
+                    attempt = 1
+                    while (trials / f"{name}__crashed_{attempt}").exists():
+                        attempt += 1
+                    bag.rename(trials / f"{name}__crashed_{attempt}")
+                yield obj, method, k, name
+
+
+def _trial_config(protocol: BenchmarkProtocol, method: str, k: int, out: Path) -> GraspTaskConfig:
+    sampler, evaluator = method.split("+", 1)
+    return replace(protocol.task, sampler=sampler, evaluator=evaluator, seed=protocol.task.seed + k,
+                   trials_dir=str(out / "trials"), work_dir=str(out / "work"))
+
+
+def run_benchmark(protocol: BenchmarkProtocol, out_dir: str | Path,
+                  on_trial: Callable[[str, Any], None] = lambda name, result: None, mode: str = "in_process",
+                  log: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+    """Run (or resume) every trial of the protocol in `mode`; returns the results (also written to results.json).
+    on_trial(name, result) gets each trial's `TaskResult` (in_process) or GraspObject result (ros)."""
     from getagrip_ros.trials.summary import summarize_folder
 
-    out = Path(out_dir)
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; known: {list(MODES)}")
+    out = Path(out_dir).resolve()
     freeze(protocol, out)
     trials = out / "trials"
     trials.mkdir(exist_ok=True)
-    for obj in protocol.objects:
-        stages = None
+    pending = list(_pending(protocol, trials))
+    position = np.array([*protocol.stack.sim.object_xy_m, 0.0])
+    if pending and mode == "in_process":
+        from getagrip_ros.task.grasp_task import GraspTask, TrialObject
+        from getagrip_ros.task.in_process import InProcessStack
+
+        stack = InProcessStack(protocol.stack)
         try:
-            for method in protocol.methods:
-                sampler, evaluator = method.split("+", 1)
-                for k in range(protocol.trials_per_object):
-                    name = f"{_slug(obj)}__{method}__{k:02d}"
-                    bag = trials / name
-                    if bag.exists():
-                        if read_bag(bag, {"/trial/outcome"}).outcome is not None:
-                            continue  # done in an earlier run
-                        attempt = 1
-                        while (trials / f"{name}__crashed_{attempt}").exists():
-                            attempt += 1
-                        bag.rename(trials / f"{name}__crashed_{attempt}")  # kept, and run again
-                    if stages is None:
-                        stages = LocalSimStages(replace(protocol.sim, object_name=obj,
-                                                        work_dir=str(out / "work" / _slug(obj))))
-                    config = replace(protocol.task, sampler=sampler, evaluator=evaluator, seed=protocol.task.seed + k,
-                                     trials_dir=str(trials))
-                    position = np.array([*protocol.sim.object_xy_m, 0.0])
-                    on_trial(name, GraspTask(stages, config).run(position, name))
+            for obj, method, k, name in pending:
+                config = _trial_config(protocol, method, k, out)
+                on_trial(name, GraspTask(stack, config).run(position, name, obj=TrialObject(obj)))
         finally:
-            if stages is not None:
-                stages.close()
+            stack.close()
+    elif pending:
+        from getagrip_ros.ros.benchmark_client import BenchmarkStack
+
+        with BenchmarkStack(protocol.stack, _trial_config(protocol, protocol.methods[0], 0, out), out, log) as stack:
+            for obj, method, k, name in pending:
+                config = _trial_config(protocol, method, k, out)
+                on_trial(name, stack.run_trial(position, name, obj, config))
     rows, summary, plot = summarize_folder(trials, out)
-    results = {"protocol_hash": protocol.hash(), "summary": summary, "plot": str(plot),
+    results = {"protocol_hash": protocol.hash(), "mode": mode, "summary": summary, "plot": str(plot),
                "trials": [{k: r[k] for k in ("trial", "object", "method", "success", "scored_success", "status", "stage",
                                              "reason", "timings_s")} for r in rows]}
     (out / "results.json").write_text(json.dumps(results, indent=1))

@@ -13,6 +13,8 @@ PERCEPTION_BACKENDS = ("depth", "nerf")
 class StageTimeouts:
     """Wall-clock budget of each stage; a stage over its budget ends the trial with TIMEOUT."""
 
+    reset_s: float = 300.0
+    """Simulation: a new object is prepared (convex decomposition) the first time it is used."""
     capture_s: float = 600.0
     perception_s: float = 1800.0
     """NeRF training on a CPU takes minutes; depth fusion seconds."""
@@ -42,6 +44,8 @@ class GraspTaskConfig:
     seed: int = 0
     trials_dir: str = "trials"
     """Every trial bag goes under this folder."""
+    work_dir: str = "work"
+    """Each trial's capture, NeRF and object mesh go to <work_dir>/<trial name>/ (about 18 MB a trial at 640 x 360)."""
     record_image_stride: int = 1
     """Record every n-th capture image in the bag (1 = all)."""
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)

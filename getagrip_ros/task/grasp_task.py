@@ -1,9 +1,10 @@
 """The grasp task: capture -> perception -> grasp planning -> motion planning -> execution -> scoring.
 
-`GraspTask.run` drives any `TaskStages` implementation through the stages in order, gives each its
-budget (`StageTimeouts`) and the cancel flag, records every stage's products in one trial bag as it
-goes, scores the recorded trace independently of the executor, and always ends with a result and a
-closed bag - also when a stage fails, times out, is cancelled or raises.
+`GraspTask.run` resets the world (simulation) and drives the stages in order through `StageCalls` (in this
+process or over ROS: the same requests either way), gives each its budget (`StageTimeouts`) and the cancel
+flag, records every stage's products in one trial bag as it goes, scores the recorded trace independently
+of the executor, and always ends with a result and a closed bag - also when a stage fails, times out, is
+cancelled or raises.
 """
 
 from __future__ import annotations
@@ -18,15 +19,22 @@ from typing import Any
 
 import numpy as np
 
+from getagrip_ros.perception.capture import CaptureRequest
+from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
+from getagrip_ros.planning.planner import PlanRequest
+from getagrip_ros.robot.backend import WorldReset
 from getagrip_ros.status import StageError, StatusCode
 from getagrip_ros.task.config import GraspTaskConfig
 from getagrip_ros.task.recording import TrialRecorder
-from getagrip_ros.task.stages import StageBudget, TaskStages
+from getagrip_ros.task.robot_stages import ExecuteRequest, MotionRequest
+from getagrip_ros.task.stages import ExtractRequest, NerfRequest, PerceptionOutput, StageBudget, StageCalls
 from getagrip_ros.trials.bag import read_bag
 from getagrip_ros.trials.scoring import score_bag
 
-STAGE_WEIGHTS = {"capture": 0.2, "perception": 0.2, "grasp_planning": 0.3, "motion_planning": 0.1, "execution": 0.2}
+STAGE_WEIGHTS = {"reset": 0.02, "capture": 0.18, "perception": 0.2, "grasp_planning": 0.3, "motion_planning": 0.1,
+                 "execution": 0.2}
 """Share of the whole task's progress bar per stage."""
+WORLD_FRAME = "world"
 
 
 @dataclass
@@ -59,6 +67,19 @@ class TaskResult:
         return out
 
 
+@dataclass(frozen=True)
+class TrialObject:
+    """What stands on the table for one trial."""
+
+    name: str = ""
+    """Simulation: the catalog object the reset puts on the table ("" = the configured one); hardware: the label
+    recorded with the trial ("" = the stack's object label)."""
+    place: bool = False
+    """Simulation: the reset puts the object at the trial's object position (x, y) with yaw_rad (else at its
+    configured pose)."""
+    yaw_rad: float = 0.0
+
+
 def versions() -> dict[str, str]:
     """Versions of what shapes a result (recorded with each trial)."""
     import importlib.metadata as md
@@ -76,26 +97,50 @@ def trial_name(prefix: str = "trial") -> str:
     return f"{prefix}_{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S_%fZ')}"
 
 
-class GraspTask:
-    """Runs trials of the grasp task with one set of stages."""
+def check_trial_name(name: str, config: GraspTaskConfig) -> None:
+    """ValueError unless `name` is a plain folder name that no trial under config.trials_dir has yet."""
+    if not name or "/" in name or "\\" in name or name.startswith(".") or any(ord(c) < 32 for c in name):
+        raise ValueError(f"trial_name {name!r} is not a plain name")
+    if (Path(config.trials_dir).expanduser() / name).exists():
+        raise ValueError(f"trial {name!r} exists already")
 
-    def __init__(self, stages: TaskStages, config: GraspTaskConfig = GraspTaskConfig()) -> None:
-        self.stages, self.config = stages, config
+
+def _fresh_folder(path: Path) -> Path:
+    """path, after moving aside what an earlier, crashed attempt of the same trial left there."""
+    if path.exists():
+        attempt = 1
+        while path.with_name(f"{path.name}__stale_{attempt}").exists():
+            attempt += 1
+        path.rename(path.with_name(f"{path.name}__stale_{attempt}"))
+    return path
+
+
+class GraspTask:
+    """Runs trials of the grasp task through one set of stage calls (in this process or over ROS)."""
+
+    def __init__(self, calls: StageCalls, config: GraspTaskConfig = GraspTaskConfig()) -> None:
+        self.calls, self.config = calls, config
 
     def run(self, object_position_m: np.ndarray, name: str = "", config: GraspTaskConfig | None = None,
             cancelled: Callable[[], bool] = lambda: False,
-            feedback: Callable[[str, float, str], None] = lambda stage, progress, detail: None) -> TaskResult:
-        """One trial on the object near `object_position_m` (world, metres); `feedback(stage, progress 0..1, detail)`."""
+            feedback: Callable[[str, float, str], None] = lambda stage, progress, detail: None,
+            obj: TrialObject = TrialObject()) -> TaskResult:
+        """One trial on the object near `object_position_m` (world, metres); `feedback(stage, progress 0..1, detail)`.
+        A bad trial name raises ValueError before anything runs."""
         cfg = config or self.config
         position = np.asarray(object_position_m, dtype=float).reshape(-1)
-        bag_dir = Path(cfg.trials_dir) / (name or trial_name())
-        metadata = {"trial": bag_dir.name, "method": {"sampler": cfg.sampler, "evaluator": cfg.evaluator,
-                                                       "perception": cfg.perception, "planner": cfg.planner},
+        name = name or trial_name()
+        check_trial_name(name, cfg)
+        bag_dir = Path(cfg.trials_dir).expanduser() / name
+        work = _fresh_folder(Path(cfg.work_dir).expanduser().resolve() / name)
+        described = self.calls.describe()
+        metadata = {"trial": name, "method": {"sampler": cfg.sampler, "evaluator": cfg.evaluator,
+                                              "perception": cfg.perception, "planner": cfg.planner},
                     "seed": cfg.seed, "config": asdict(cfg), "config_hash": cfg.hash(), "versions": versions(),
                     "object_position_m": position.tolist(), "started_utc": datetime.now(timezone.utc).isoformat(),
-                    **self.stages.describe()}
+                    **described, "object": obj.name or described.get("object", "unknown"), "work_dir": str(work)}
         recorder = TrialRecorder(bag_dir, metadata)
-        result = TaskResult(False, StatusCode.INTERNAL_ERROR, "not started", "capture", str(bag_dir))
+        result = TaskResult(False, StatusCode.INTERNAL_ERROR, "not started", "reset", str(bag_dir))
         done = [0.0]
 
         def run_stage(stage: str, fn: Callable[[StageBudget], Any]) -> Any:
@@ -128,27 +173,36 @@ class GraspTask:
             return out
 
         try:
-            capture = run_stage("capture", lambda b: self.stages.capture(position, cfg, b))
-            if not capture.rgb:
+            self._reset(run_stage, recorder, position, obj, feedback, done)
+            capture = run_stage("capture", lambda b: self.calls.capture(CaptureRequest(
+                look_at_m=position.tolist(), output_dir=str(work / "capture"), frame_id=WORLD_FRAME,
+                num_images=cfg.num_images), b))
+            data = read_nerf_dataset(capture.dataset_dir)
+            if len(data) == 0:
                 raise StageError(StatusCode.NO_RESULT, "the capture returned no images")
-            recorder.capture(capture.rgb, capture.K, capture.T_world_camera, cfg.record_image_stride)
-            feedback("capture", done[0], f"{len(capture.rgb)} images")
-            obj = run_stage("perception", lambda b: self.stages.perceive(capture, position, cfg, b))
-            recorder.object(obj.points_world_m, obj.bps, obj.bps_origin_m)
-            feedback("perception", done[0], f"{len(obj.points_world_m)} object points")
-            plan = run_stage("grasp_planning", lambda b: self.stages.plan_grasps(obj, cfg, b))
+            recorder.capture(list(data.rgb), data.K, data.T_world_camera_optical, cfg.record_image_stride)
+            feedback("capture", done[0], f"{len(data)} images")
+            seen = run_stage("perception", lambda b: self._perceive(capture.dataset_dir, work, cfg, b))
+            recorder.object(seen.points_world_m, seen.bps, seen.bps_origin_m)
+            feedback("perception", done[0], f"{len(seen.points_world_m)} object points")
+            plan = run_stage("grasp_planning", lambda b: self.calls.plan_grasp(PlanRequest(
+                frame_id=WORLD_FRAME, points_m=seen.points_world_m, num_grasps=cfg.num_grasps, sampler=cfg.sampler,
+                evaluator=cfg.evaluator, seed=cfg.seed, timeout_s=max(b.remaining_s(), 1.0)), b))
             if len(plan.grasps) == 0:
                 raise StageError(StatusCode.NO_RESULT, "grasp planning returned no grasps")
             recorder.grasps("/grasps/candidates", plan.grasps, plan.labels)
             feedback("grasp_planning", done[0], f"{len(plan.grasps)} ranked grasps")
-            motion = run_stage("motion_planning", lambda b: self.stages.plan_motion(obj, plan, cfg, b))
+            motion = run_stage("motion_planning", lambda b: self.calls.plan_motion(MotionRequest(
+                plan.grasps, object_mesh_path=seen.mesh_path, planner=cfg.planner, seed=cfg.seed,
+                timeout_s=max(b.remaining_s(), 1.0)), b))
             chosen = plan.grasps[motion.grasp_index:motion.grasp_index + 1]
             result.chosen_grasp = chosen.to_numpy_vector()[0]
             result.chosen_labels = plan.labels[motion.grasp_index]
             recorder.grasps("/grasps/chosen", chosen, plan.labels[motion.grasp_index:motion.grasp_index + 1])
             recorder.motion(motion.stages)
             feedback("motion_planning", done[0], f"grasp #{motion.grasp_index} planned ({len(motion.rejected)} refused)")
-            executed = run_stage("execution", lambda b: self.stages.execute(motion, cfg, b, recorder))
+            executed = run_stage("execution", lambda b: self.calls.execute(
+                ExecuteRequest(motion.stages, seen.mesh_path), b, recorder))
             if executed.stage != "done":  # refused, stopped or failed before the end of the lift
                 raise StageError(executed.status, f"execution stopped in {executed.stage}: {executed.reason}")
             result.success = bool(executed.success and executed.lifted)
@@ -163,12 +217,43 @@ class GraspTask:
         feedback("scoring", 1.0, result.reason)
         return result
 
+    def _reset(self, run_stage, recorder: TrialRecorder, position: np.ndarray, obj: TrialObject, feedback, done) -> None:
+        """The world back before the trial (recorded); a robot that cannot reset (hardware) is recorded and skipped."""
+        request = WorldReset(obj.name, (float(position[0]), float(position[1])) if obj.place else None, obj.yaw_rad)
+
+        def reset(budget: StageBudget):
+            try:
+                return self.calls.reset(request, budget)
+            except StageError as err:
+                if err.code != StatusCode.NOT_IMPLEMENTED:
+                    raise
+                return err
+
+        outcome = run_stage("reset", reset)
+        if isinstance(outcome, StageError):
+            recorder.event(event="reset", done=False, reason=outcome.reason)
+            feedback("reset", done[0], f"no reset: {outcome.reason}")
+        else:
+            recorder.event(event="reset", done=True, **outcome.as_dict())
+            feedback("reset", done[0], f"{outcome.detail}: {outcome.object_name}")
+
+    def _perceive(self, dataset_dir: str, work: Path, cfg: GraspTaskConfig, budget: StageBudget) -> PerceptionOutput:
+        """Depth fusion, or a NeRF trained on the capture (90% of the stage's progress) and extracted."""
+        nerf_config = ""
+        if cfg.perception == "nerf":
+            nerf_config = self.calls.train_nerf(NerfRequest(dataset_dir, str(work / "nerf"), seed=cfg.seed), StageBudget(
+                budget.deadline, budget.cancelled, lambda f, detail: budget.progress(0.9 * f, detail)))
+        share = (0.9, 0.1) if nerf_config else (0.0, 1.0)
+        return self.calls.extract(ExtractRequest(cfg.perception, dataset_dir, str(work / "object"), nerf_config),
+                                  StageBudget(budget.deadline, budget.cancelled,
+                                              lambda f, detail: budget.progress(share[0] + share[1] * f, detail)))
+
     def _finish(self, recorder: TrialRecorder, result: TaskResult, cfg: GraspTaskConfig) -> None:
         """Score the recorded trace (read back from the bag), then write the outcome and close the bag."""
         try:
             recorder.event(event="stage_end", stage="trial")
             if result.stage in ("execution", "done"):
-                score = score_bag(read_bag(recorder.path), self.stages.hand_link_names(), cfg.scoring)
+                score = score_bag(read_bag(recorder.path), self.calls.hand_link_names(), cfg.scoring)
                 result.scored_success, result.score_reason = score.success, score.reason
             else:
                 result.score_reason = f"not scored: the trial ended in {result.stage}"

@@ -1,7 +1,9 @@
-"""What each stage of the grasp task takes and returns, and the interface the task drives.
+"""What the grasp task asks of each stage and gets back, and the transport-neutral interface it drives.
 
-Two implementations: `task.local_stages.LocalSimStages` (the simulated world in this process, the core
-modules called directly) and the ROS node's stages (`ros.grasp_task_node`: the stage actions).
+`StageCalls` has one method per stage action (reset_world, capture_images, train_nerf, extract_object,
+plan_grasp, plan_motion, execute_grasp), taking the stage's core request and returning its result. Two
+transports implement it over the same stage code: `task.in_process.InProcessStack` calls the stages in this
+process, and `ros.grasp_task_node.RosStageCalls` sends the same requests as goals to the stack's action servers.
 Frames: world = robot base fr3_link0, z up, table top at z = 0; metres, radians.
 """
 
@@ -17,7 +19,10 @@ import numpy as np
 from getagrip_ros.execution.executor import ExecutionResult
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.motion.planner import GraspStages
-from getagrip_ros.task.config import GraspTaskConfig
+from getagrip_ros.perception.capture import CaptureRequest
+from getagrip_ros.planning.planner import PlanRequest
+from getagrip_ros.robot.backend import ResetReport, WorldReset
+from getagrip_ros.task.robot_stages import ExecuteRequest, MotionRequest
 
 
 @dataclass
@@ -37,25 +42,41 @@ class StageBudget:
         return self.cancelled() or time.monotonic() > self.deadline
 
 
+@dataclass(frozen=True)
+class NerfRequest:
+    """Train a NeRF on a capture (the train_nerf action's goal)."""
+
+    dataset_dir: str
+    output_dir: str
+    profile: str = ""
+    """"" = the trainer's default profile."""
+    num_iterations: int = 0
+    """0 = the profile's."""
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ExtractRequest:
+    """The object from a capture (depth) or a NeRF (the extract_object action's goal)."""
+
+    backend: str
+    dataset_dir: str
+    output_dir: str
+    nerf_config_path: str = ""
+
+
 @dataclass
 class CaptureOutput:
-    rgb: list[np.ndarray]
-    """(H, W, 3) uint8 images."""
-    K: np.ndarray
-    """(3, 3) pinhole intrinsics, pixels."""
-    T_world_camera: np.ndarray
-    """(N, 4, 4) optical-frame camera poses."""
-    depth_m: list[np.ndarray] | None = None
-    """(H, W) metres per image (0 = no return), when the camera has depth."""
-    dataset_dir: str = ""
-    """Where the images were written (nerfstudio layout), if anywhere."""
+    dataset_dir: str
+    """Where the images were written (nerfstudio layout)."""
+    num_captured: int
     num_planned: int = 0
 
 
 @dataclass
 class PerceptionOutput:
     points_world_m: np.ndarray
-    """(N, 3) cleaned object points."""
+    """(N, 3) float32 cleaned object points."""
     bps: np.ndarray
     """(4096,) basis-point distances, metres."""
     bps_origin_m: np.ndarray
@@ -96,24 +117,30 @@ class TraceSink(Protocol):
     def phase(self, name: str, stamp_ns: int | None = None) -> None: ...
 
 
-class TaskStages(Protocol):
-    """The five stages; each raises StageError (or returns) and honours `budget.should_stop`."""
+class StageCalls(Protocol):
+    """One call per stage action; each raises StageError (code and reason) when its stage does not succeed, and
+    honours `budget` (deadline, cancel, progress)."""
 
     def describe(self) -> dict[str, Any]:
-        """Object, robot / world and actuator settings, recorded with the trial."""
+        """Object label, robot / world and actuator settings, recorded with the trial."""
 
     def hand_link_names(self) -> tuple[str, ...]:
         """Robot links the scorer counts as hand contacts."""
 
-    def capture(self, object_position_m: np.ndarray, config: GraspTaskConfig, budget: StageBudget) -> CaptureOutput: ...
+    def reset(self, request: WorldReset, budget: StageBudget) -> ResetReport: ...
 
-    def perceive(self, capture: CaptureOutput, object_position_m: np.ndarray, config: GraspTaskConfig,
-                 budget: StageBudget) -> PerceptionOutput: ...
+    def capture(self, request: CaptureRequest, budget: StageBudget) -> CaptureOutput: ...
 
-    def plan_grasps(self, obj: PerceptionOutput, config: GraspTaskConfig, budget: StageBudget) -> GraspPlanOutput: ...
+    def train_nerf(self, request: NerfRequest, budget: StageBudget) -> str:
+        """The trained NeRF's config.yml."""
 
-    def plan_motion(self, obj: PerceptionOutput, plan: GraspPlanOutput, config: GraspTaskConfig,
-                    budget: StageBudget) -> MotionOutput: ...
+    def extract(self, request: ExtractRequest, budget: StageBudget) -> PerceptionOutput: ...
 
-    def execute(self, motion: MotionOutput, config: GraspTaskConfig, budget: StageBudget,
-                trace: TraceSink) -> ExecutionResult: ...
+    def plan_grasp(self, request: PlanRequest, budget: StageBudget) -> GraspPlanOutput: ...
+
+    def plan_motion(self, request: MotionRequest, budget: StageBudget) -> MotionOutput: ...
+
+    def execute(self, request: ExecuteRequest, budget: StageBudget, trace: TraceSink) -> ExecutionResult:
+        """Runs the plan; `trace` receives the robot's states and the phases while it moves. Returns how the
+        execution ended (also when it was refused or stopped: its stage and status say so); raises StageError
+        only when the stage could not be called."""

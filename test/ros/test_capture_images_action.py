@@ -1,4 +1,4 @@
-"""The capture_images action served by a real node (simulated robot) in another process, called over ROS 2."""
+"""The capture_images action served by the robot node (simulated robot) in another process, called over ROS 2."""
 
 import math
 import time
@@ -28,10 +28,10 @@ SMALL_SIM = ["-p", "sim.camera_width_px:=160", "-p", "sim.camera_height_px:=120"
 @pytest.fixture(scope="module")
 def server(ros_env, tmp_path_factory):
     cache = tmp_path_factory.mktemp("convex_cache")
-    args = ["--ros-args", "--params-file", str(config_path("capture_images.yaml")), *SMALL_SIM,
+    args = ["--ros-args", "--params-file", str(config_path("robot.yaml")), *SMALL_SIM,
             "-p", f"sim.object_cache_dir:={cache}"]
-    with NodeProcess("getagrip_ros.ros.capture_images_node", args, env=ros_env) as proc:
-        assert proc.wait_for_output("capture_images ready", timeout_s=60), proc.output()
+    with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env) as proc:
+        assert proc.wait_for_output("robot ready", timeout_s=60), proc.output()
         yield proc
     assert proc.process.returncode == 0, proc.output()  # clean shutdown on SIGINT
 
@@ -120,7 +120,7 @@ def test_cancel_stops_the_arm_and_ends_canceled(rclpy_node, client, server, tmp_
     assert result.status.code == Status.CANCELED and "arm stopped" in result.status.reason
     assert result.num_captured < started[0].num_planned
     assert result.dataset_dir == "" or result.num_captured >= 3  # kept only when it has min_images
-    # the arm holds still afterwards (the simulated physics keeps running between goals)
+    # the arm holds still afterwards (joint_states keep coming between goals)
     spin_for(rclpy_node, 1.5)
     states.clear()
     spin_for(rclpy_node, 0.5)
@@ -135,11 +135,11 @@ def test_cancel_stops_the_arm_and_ends_canceled(rclpy_node, client, server, tmp_
 
 def test_hardware_backend_without_a_robot_fails_goals_with_the_reason(ros_env, rclpy_node, tmp_path):
     """FR3 through franky, Allegro topics, ZED 2i: with no robot at the address every goal ends HARDWARE_ERROR, saying why."""
-    args = ["--ros-args", "--params-file", str(config_path("capture_images.yaml")), "-p", "backend:=hardware",
-            "-p", "hardware.franky_host:=127.0.0.1", "-r", "__node:=capture_images_hw", "-r", "capture_images:=capture_images_hw"]
-    with NodeProcess("getagrip_ros.ros.capture_images_node", args, env=ros_env,
+    args = ["--ros-args", "--params-file", str(config_path("robot.yaml")), "-p", "backend:=hardware",
+            "-p", "hardware.franky_host:=127.0.0.1", "-r", "__node:=robot_hw", "-r", "capture_images:=capture_images_hw"]
+    with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env,
                      log_path=tmp_path / "hw.out") as proc:
-        assert proc.wait_for_output("capture_images ready (FR3 at 127.0.0.1 through franky", timeout_s=60), proc.output()
+        assert proc.wait_for_output("robot ready (FR3 at 127.0.0.1 through franky", timeout_s=60), proc.output()
         client = ActionClient(rclpy_node, CaptureImages, "capture_images_hw")
         try:
             assert client.wait_for_server(timeout_sec=20)

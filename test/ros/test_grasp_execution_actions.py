@@ -1,5 +1,5 @@
 """plan_motion, execute_grasp, the e-stop topic, joint_states and the Allegro topic driver against the simulated
-robot served by a real grasp_execution node in another process."""
+robot served by a real robot node in another process."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def cube_mesh_path(tmp_path_factory, cube):
 def server(ros_env):
     args = ["--ros-args", "-p", f"sim.object_name:={CUBE['object']}", "-p", f"sim.object_yaw_rad:={CUBE['object_yaw_rad']}",
             "-p", "sim.real_time_factor:=2.0", "-p", "state_rate_hz:=50.0"]
-    with NodeProcess("getagrip_ros.ros.grasp_execution_node", args, env=ros_env) as proc:
-        assert proc.wait_for_output("grasp_execution ready (", 60), proc.output()
+    with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env) as proc:
+        assert proc.wait_for_output("robot ready (", 60), proc.output()
         yield proc
     assert proc.process.returncode == 0, proc.output()  # clean shutdown on SIGINT
 
@@ -63,9 +63,9 @@ def _plan(rclpy_node, client, cube_grasps, mesh_path, **kwargs):
     return call_action(rclpy_node, client, goal, timeout_s=60)
 
 
-def _execute_goal(plan_result) -> ExecuteGrasp.Goal:
+def _execute_goal(plan_result, mesh_path: str) -> ExecuteGrasp.Goal:
     return ExecuteGrasp.Goal(hand_shape=plan_result.hand_shape, approach=plan_result.approach, close=plan_result.close,
-                             lift=plan_result.lift)
+                             lift=plan_result.lift, object_mesh_path=mesh_path)
 
 
 #: The hand driver in its own process; generous timeouts: after the franky tests the test process keeps a core busy.
@@ -139,6 +139,9 @@ def test_bad_goals_are_refused_with_reasons(rclpy_node, clients, cube_grasps, cu
     assert result.status.code == Status.INVALID_GOAL and "no grasps given" in result.status.reason
     status, result = call_action(rclpy_node, execute, ExecuteGrasp.Goal(), timeout_s=30)
     assert result.status.code == Status.INVALID_GOAL and "hand_shape has no points" in result.status.reason
+    goal = PlanMotion.Goal(grasps=grasps_to_msgs(cube_grasps), planner="ompl", timeout_s=-1.0)
+    status, result = call_action(rclpy_node, plan, goal, timeout_s=30)
+    assert result.status.code == Status.INVALID_GOAL and "timeout_s must be >= 0" in result.status.reason
 
 
 def test_plan_cancel_estop_then_lift_the_cube(rclpy_node, clients, cube_grasps, cube_mesh_path, server):
@@ -155,7 +158,7 @@ def test_plan_cancel_estop_then_lift_the_cube(rclpy_node, clients, cube_grasps, 
 
     # cancel stops the motion; the result names the stage
     feedback = []
-    handle = send_goal(rclpy_node, execute, _execute_goal(planned), feedback=feedback.append)
+    handle = send_goal(rclpy_node, execute, _execute_goal(planned, cube_mesh_path), feedback=feedback.append)
     status, cancelled = cancel_after_feedback(rclpy_node, handle, feedback)
     assert status == GoalStatus.STATUS_CANCELED and cancelled.status.code == Status.CANCELED, cancelled.status.reason
     assert cancelled.stage in ("validation", "hand_shape", "approach") and not cancelled.lifted
@@ -170,7 +173,7 @@ def test_plan_cancel_estop_then_lift_the_cube(rclpy_node, clients, cube_grasps, 
         estop.publish(Bool(data=True))
         rclpy.spin_once(rclpy_node, timeout_sec=0.05)
     assert server.wait_for_output("e-stop: stopping every motion", 10)
-    status, refused = call_action(rclpy_node, execute, _execute_goal(planned), timeout_s=30)
+    status, refused = call_action(rclpy_node, execute, _execute_goal(planned, cube_mesh_path), timeout_s=30)
     assert refused.status.code == Status.HARDWARE_ERROR and "e-stop is active" in refused.status.reason
     for _ in range(5):
         estop.publish(Bool(data=False))
@@ -179,7 +182,7 @@ def test_plan_cancel_estop_then_lift_the_cube(rclpy_node, clients, cube_grasps, 
 
     # the full grasp: feedback per stage, the cube 20 cm up in the hand
     feedback = []
-    status, done = call_action(rclpy_node, execute, _execute_goal(planned), timeout_s=120, feedback=feedback.append)
+    status, done = call_action(rclpy_node, execute, _execute_goal(planned, cube_mesh_path), timeout_s=120, feedback=feedback.append)
     assert status == GoalStatus.STATUS_SUCCEEDED, (done.status.reason, server.output()[-3000:])
     assert done.lifted and done.stage == "done" and "object rose" in done.status.reason
     phases = list(dict.fromkeys(f.phase for f in feedback))
@@ -196,12 +199,13 @@ def test_plan_cancel_estop_then_lift_the_cube(rclpy_node, clients, cube_grasps, 
 
 def test_hardware_backend_without_a_robot_refuses_goals_with_the_reason(ros_env, rclpy_node, cube_grasps):
     args = ["--ros-args", "-r", "__ns:=/hw", "-p", "backend:=hardware", "-p", "hardware.franky_host:=127.0.0.1"]
-    log = Path(ros_env["ROS_LOG_DIR"]) / "grasp_execution_node_hw.out"
-    with NodeProcess("getagrip_ros.ros.grasp_execution_node", args, env=ros_env, log_path=log) as proc:
-        assert proc.wait_for_output("grasp_execution ready (", 60), proc.output()
-        client = ActionClient(rclpy_node, ExecuteGrasp, "/hw/execute_grasp")  # apart from the sim node's
-        try:
-            status, result = call_action(rclpy_node, client, ExecuteGrasp.Goal(), timeout_s=60)
+    log = Path(ros_env["ROS_LOG_DIR"]) / "robot_node_hw.out"
+    with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env, log_path=log) as proc:
+        assert proc.wait_for_output("robot ready (", 60), proc.output()
+        client = ActionClient(rclpy_node, PlanMotion, "/hw/plan_motion")  # apart from the sim node's
+        try:  # planning from the measured joints needs the arm
+            status, result = call_action(rclpy_node, client, PlanMotion.Goal(grasps=grasps_to_msgs(cube_grasps),
+                                                                             planner="ompl"), timeout_s=60)
         finally:
             client.destroy()
         assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.HARDWARE_ERROR

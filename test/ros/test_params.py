@@ -9,7 +9,8 @@ from rclpy.parameter import Parameter
 
 from getagrip_ros.paths import config_path
 from getagrip_ros.planning.planner import GraspPlannerConfig
-from getagrip_ros.ros.params import _flatten, declare_config
+from getagrip_ros.config_tree import flatten
+from getagrip_ros.ros.params import declare_config
 
 
 def _flatten_yaml(tree: dict, prefix: str = "") -> dict:
@@ -24,10 +25,9 @@ def _flatten_yaml(tree: dict, prefix: str = "") -> dict:
 
 NODE_CONFIGS = {  # node name (= its YAML file and top-level key) -> the dataclass its parameters mirror
     "plan_grasp": "getagrip_ros.ros.plan_grasp_node:PlanGraspNodeConfig",
-    "capture_images": "getagrip_ros.ros.capture_images_node:CaptureNodeConfig",
-    "train_nerf": "getagrip_ros.ros.train_nerf_node:TrainNerfNodeConfig",
-    "extract_object": "getagrip_ros.ros.extract_object_node:ExtractObjectNodeConfig",
-    "grasp_execution": "getagrip_ros.ros.grasp_execution_node:GraspExecutionNodeConfig",
+    "robot": "getagrip_ros.ros.robot_node:RobotNodeConfig",
+    "train_nerf": "getagrip_ros.perception.nerf.config:NerfTrainerConfig",
+    "extract_object": "getagrip_ros.perception.extract:ObjectExtractorConfig",
     "grasp_task": "getagrip_ros.ros.grasp_task_node:GraspTaskNodeConfig",
 }
 
@@ -37,7 +37,7 @@ def test_shipped_yaml_lists_every_config_field_with_its_default(node, config_cla
     module, name = config_class.split(":")
     config = getattr(importlib.import_module(module), name)()
     params = yaml.safe_load(config_path(f"{node}.yaml").read_text())[node]["ros__parameters"]
-    assert _flatten_yaml(params) == _flatten(config)
+    assert _flatten_yaml(params) == flatten(config)
 
 
 def test_declared_parameters_build_the_config_and_refuse_runtime_changes(rclpy_node):
@@ -74,7 +74,7 @@ def test_wrong_parameter_type_is_refused(rclpy_node):
 
 def test_capture_spiral_parameters_rebuild_the_spiral_config():
     from getagrip_ros.perception.capture_trajectory import SpiralConfig
-    from getagrip_ros.ros.capture_images_node import SpiralParams
+    from getagrip_ros.task.robot_stages import SpiralParams
 
     spiral = SpiralParams().spiral()
     default = SpiralConfig()
@@ -82,3 +82,15 @@ def test_capture_spiral_parameters_rebuild_the_spiral_config():
         (default.radii_m, default.heights_m, default.turns, default.look_at_height_m)
     with pytest.raises(ValueError, match="one value per spiral"):
         SpiralParams(radii_m=(0.3, 0.2)).spiral()
+
+
+def test_the_stack_config_sets_only_real_node_parameters_with_their_defaults():
+    """The benchmark's ROS mode gives a bring-up `StackConfig.node_parameters()`: every name is a parameter the node
+    declares, and the default StackConfig gives the nodes' own defaults (one set of dataclasses, no drift)."""
+    from getagrip_ros.task.in_process import StackConfig
+
+    for node, values in StackConfig().node_parameters().items():
+        module, name = NODE_CONFIGS[node].split(":")
+        declared = flatten(getattr(importlib.import_module(module), name)())
+        assert set(values) <= set(declared), (node, sorted(set(values) - set(declared)))
+        assert {k: declared[k] for k in values} == values, node

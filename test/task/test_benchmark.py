@@ -11,7 +11,8 @@ from getagrip_ros.cli.getagrip import main as getagrip
 from getagrip_ros.planning.planner import GraspPlannerConfig
 from getagrip_ros.task.benchmark import BenchmarkProtocol, freeze, load_protocol, resolve_objects, run_benchmark
 from getagrip_ros.task.config import GraspTaskConfig
-from getagrip_ros.task.local_stages import LocalSimConfig
+from getagrip_ros.sim.robot_backend import SimRobotConfig
+from getagrip_ros.task.in_process import StackConfig
 
 pytest.importorskip("ompl")
 
@@ -19,7 +20,9 @@ pytest.importorskip("ompl")
 def _protocol(**kwargs) -> BenchmarkProtocol:
     return BenchmarkProtocol(objects=("tabletop20/cube",), methods=("fixed+bps",), trials_per_object=1,
                              task=GraspTaskConfig(num_images=40, num_grasps=10),
-                             sim=LocalSimConfig(planner=GraspPlannerConfig(num_samples=256)), **kwargs)
+                             stack=StackConfig(sim=SimRobotConfig(real_time_factor=0.0, camera_width_px=320,
+                                                                  camera_height_px=180, camera_fy_px=133.25),
+                                               planner=GraspPlannerConfig(num_samples=256)), **kwargs)
 
 
 def test_protocol_is_frozen_before_the_run_and_round_trips(tmp_path):

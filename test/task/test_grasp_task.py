@@ -1,5 +1,6 @@
-"""The grasp task end to end in this process: the simulated FR3 + Allegro capture, perceive, plan, move and lift
-the cube; every trial - also failed, timed-out and cancelled ones - ends with a closed, scored trial bag."""
+"""The grasp task end to end in this process (`InProcessStack`: the nodes' stage code called directly): the world is
+reset and the simulated FR3 + Allegro capture, perceive, plan, move and lift the cube, trial after trial; every trial -
+also failed, timed-out and cancelled ones - ends with a closed, scored trial bag."""
 
 from dataclasses import replace
 
@@ -9,8 +10,9 @@ import pytest
 from getagrip_ros.planning.planner import GraspPlannerConfig
 from getagrip_ros.status import StatusCode
 from getagrip_ros.task.config import GraspTaskConfig, StageTimeouts
-from getagrip_ros.task.grasp_task import GraspTask
-from getagrip_ros.task.local_stages import LocalSimConfig, LocalSimStages
+from getagrip_ros.sim.robot_backend import SimRobotConfig
+from getagrip_ros.task.grasp_task import GraspTask, TrialObject
+from getagrip_ros.task.in_process import InProcessStack, StackConfig
 from getagrip_ros.trials.bag import read_bag
 from getagrip_ros.trials.report import write_report
 
@@ -19,16 +21,16 @@ CUBE_AT = np.array([0.65, 0.0, 0.0])
 
 
 @pytest.fixture(scope="module")
-def stages(tmp_path_factory):
-    s = LocalSimStages(LocalSimConfig(object_name="tabletop20/cube", planner=GraspPlannerConfig(num_samples=512),
-                                      work_dir=str(tmp_path_factory.mktemp("work"))))
+def stages():
+    s = InProcessStack(StackConfig(sim=SimRobotConfig(object_name="tabletop20/cube", real_time_factor=0.0),
+                                   planner=GraspPlannerConfig(num_samples=512)))
     yield s
     s.close()
 
 
 @pytest.fixture
 def config(tmp_path):
-    return GraspTaskConfig(trials_dir=str(tmp_path), num_images=40, num_grasps=20)
+    return GraspTaskConfig(trials_dir=str(tmp_path), work_dir=str(tmp_path / "work"), num_images=40, num_grasps=20)
 
 
 def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(stages, config, tmp_path):
@@ -37,10 +39,10 @@ def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(stages, config, tm
     assert result.status == StatusCode.SUCCEEDED and result.success, result.reason
     assert result.scored_success is True and result.scorer_agrees, result.score_reason
     assert [s for s, _ in dict.fromkeys(seen)] and [s for s in dict.fromkeys(s for s, _ in seen)] == [
-        "capture", "perception", "grasp_planning", "motion_planning", "execution", "scoring"]
+        "reset", "capture", "perception", "grasp_planning", "motion_planning", "execution", "scoring"]
     progress = [p for _, p in seen]
     assert progress == sorted(progress) and progress[-1] == 1.0
-    assert set(result.timings_s) == {"capture", "perception", "grasp_planning", "motion_planning", "execution"}
+    assert set(result.timings_s) == {"reset", "capture", "perception", "grasp_planning", "motion_planning", "execution"}
 
     bag = read_bag(tmp_path / "cube_01")
     assert bag.complete and bag.outcome["success"] and bag.outcome["scorer_agrees"]
@@ -94,3 +96,26 @@ def test_bad_settings_are_refused():
         GraspTaskConfig(perception="lidar")
     with pytest.raises(ValueError):
         GraspTaskConfig(num_grasps=0)
+
+
+def test_consecutive_trials_start_from_a_reset_world(stages, config, tmp_path):
+    """Trial after trial on one world: each is reset first (recorded), gets past motion planning and lifts the cube;
+    a trial may name another object and place it, and the next one without a name is back to the configured object."""
+    from getagrip_ros.trials.bag import read_bag
+
+    for k in range(2):
+        result = GraspTask(stages, config).run(CUBE_AT, f"again_{k}")
+        assert result.success and result.stage == "done", result.reason
+        resets = [e for e in read_bag(tmp_path / f"again_{k}").json("/trial/events") if e.get("event") == "reset"]
+        assert len(resets) == 1 and resets[0]["done"] and resets[0]["object"] == "tabletop20/cube"
+        assert abs(resets[0]["T_world_object"][0][3] - 0.65) < 1e-6  # the cube back on its spot
+    moved = GraspTask(stages, replace(config, num_images=12)).run(
+        np.array([0.6, 0.05, 0.0]), "apple", obj=TrialObject("tabletop20/apple", place=True, yaw_rad=0.3))
+    bag = read_bag(tmp_path / "apple")
+    reset = next(e for e in bag.json("/trial/events") if e.get("event") == "reset")
+    assert bag.metadata["object"] == "tabletop20/apple" and reset["object"] == "tabletop20/apple", moved.reason
+    assert np.allclose(np.asarray(reset["T_world_object"])[:2, 3], [0.6, 0.05], atol=1e-6)
+    back = GraspTask(stages, replace(config, num_images=12)).run(CUBE_AT, "cube_again")
+    assert read_bag(tmp_path / "cube_again").metadata["object"] == "tabletop20/cube", back.reason
+    with pytest.raises(ValueError, match="exists already"):
+        GraspTask(stages, config).run(CUBE_AT, "apple")

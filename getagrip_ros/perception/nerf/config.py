@@ -80,6 +80,32 @@ NERF_PROFILES: dict[str, NerfTrainConfig] = {
 }
 
 
+@dataclass(frozen=True)
+class NerfTrainerConfig:
+    """How a NeRF trainer (the train_nerf node, the in-process stack) turns a request into training settings."""
+
+    profile: str = "cpu"
+    """Profile for requests that name none: "cpu" (minutes on 2 cores) or "paper" (as published; use a GPU)."""
+    device: str = "cpu"
+    """"cpu" or "cuda"."""
+    camera_optimizer: str = ""
+    """nerfacto pose refinement: "" = the profile's (paper: SO3xR3, cpu: off), or "off", "SO3xR3", "SE3".
+    With robot (FK) poses, "off" keeps the NeRF in the world frame."""
+
+    def training_config(self, profile: str = "", num_iterations: int = 0, seed: int = 0) -> "NerfTrainConfig":
+        """The settings of one request ("" / 0 = this trainer's profile and its iteration count); ValueError for an
+        unknown profile."""
+        name = profile or self.profile
+        if name not in NERF_PROFILES:
+            raise ValueError(f"unknown profile {name!r}; use one of {sorted(NERF_PROFILES)}")
+        overrides: dict = {"seed": int(seed), "device": self.device}
+        if num_iterations:
+            overrides["num_iterations"] = int(num_iterations)
+        if self.camera_optimizer:
+            overrides["camera_optimizer"] = self.camera_optimizer
+        return nerf_profile(name, **overrides)
+
+
 def nerf_profile(name: str, **overrides) -> NerfTrainConfig:
     """A named profile ("paper" or "cpu"), with fields overridden."""
     if name not in NERF_PROFILES:
