@@ -30,6 +30,9 @@ def _bringup(args: argparse.Namespace) -> int:
     from getagrip_ros.bringup.description import as_bool
 
     extra: dict[str, dict[str, object]] = {}
+    for path in args.params:
+        for node, params in (yaml.safe_load(Path(path).read_text()) or {}).items():
+            extra.setdefault(node, {}).update(params)
     for node_and_param, value in _pairs(args.param, "--param").items():
         node, sep, param = node_and_param.partition(":")
         if not sep:
@@ -117,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                          "process on one executor")
     up.add_argument("--arg", action="append", default=[], help="launch argument name=value (as in the launch files)")
     up.add_argument("--param", action="append", default=[], help="node:dotted.parameter=value")
+    up.add_argument("--params", action="append", default=[], type=Path,
+                    help="a YAML file {node: {dotted.parameter: value}} of overrides (before --param)")
     up.set_defaults(run=_bringup)
 
     bench = sub.add_parser("benchmark", help="the full simulated task over objects and methods (frozen protocol)")

@@ -74,26 +74,30 @@ def _stopped(name: str, should_stop: Callable[[], bool]) -> StageError:
     return StageError(StatusCode.TIMEOUT, f"{name} ran out of its time budget")
 
 
-def remote_parameters(node, target: str, prefixes: list[str], timeout_s: float = 5.0) -> dict[str, Any]:
-    """Another node's parameters under `prefixes` (its list/get parameter services), e.g. the actuator settings
-    recorded with a trial; {} when the node does not answer in time."""
-    from rcl_interfaces.srv import GetParameters, ListParameters
-    from rclpy.parameter import parameter_value_to_python
+class RemoteParameters:
+    """Another node's parameters under some prefixes, read through its list/get parameter services (e.g. the actuator
+    settings recorded with a trial). The service clients are made once, so each read is two calls, no discovery."""
 
-    lister = node.create_client(ListParameters, f"/{target}/list_parameters")
-    getter = node.create_client(GetParameters, f"/{target}/get_parameters")
-    deadline = time.monotonic() + timeout_s
-    try:
-        if not (lister.wait_for_service(timeout_sec=timeout_s) and getter.wait_for_service(timeout_sec=timeout_s)):
+    def __init__(self, node, target: str) -> None:
+        from rcl_interfaces.srv import GetParameters, ListParameters
+
+        self.node = node
+        self.lister = node.create_client(ListParameters, f"/{target}/list_parameters")
+        self.getter = node.create_client(GetParameters, f"/{target}/get_parameters")
+
+    def read(self, prefixes: list[str], timeout_s: float = 5.0) -> dict[str, Any]:
+        """{name: value}; {} when the node does not answer in time."""
+        from rcl_interfaces.srv import GetParameters, ListParameters
+        from rclpy.parameter import parameter_value_to_python
+
+        deadline = time.monotonic() + timeout_s
+        if not (self.lister.wait_for_service(timeout_sec=timeout_s) and self.getter.wait_for_service(timeout_sec=timeout_s)):
             return {}
-        listed = lister.call_async(ListParameters.Request(prefixes=prefixes, depth=0))
+        listed = self.lister.call_async(ListParameters.Request(prefixes=prefixes, depth=0))
         if not _wait(listed, lambda: time.monotonic() > deadline) or listed.result() is None:
             return {}
         names = sorted(listed.result().result.names)
-        values = getter.call_async(GetParameters.Request(names=names))
+        values = self.getter.call_async(GetParameters.Request(names=names))
         if not _wait(values, lambda: time.monotonic() > deadline) or values.result() is None:
             return {}
         return {n: parameter_value_to_python(v) for n, v in zip(names, values.result().values)}
-    finally:
-        node.destroy_client(lister)
-        node.destroy_client(getter)

@@ -1,20 +1,20 @@
-"""The benchmark's ROS mode: the stack users launch (a process per node, `bringup.multi_process`), started with a
-protocol's settings as node parameters, and one `grasp_object` goal per trial."""
+"""The benchmark's ROS mode: the stack users launch (`getagrip bringup`, a process per node as `ros2 launch` starts
+them), started with a protocol's settings as node parameters, and one `grasp_object` goal per trial."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from getagrip_ros.bringup.description import profile
-from getagrip_ros.bringup.multi_process import NodeProcesses
-from getagrip_ros.bringup.parameters import write_overrides
 from getagrip_ros.config_tree import flatten
-from getagrip_ros.ros.processes import isolated_ros_environment
+from getagrip_ros.ros.processes import NodeProcess, isolated_ros_environment
 from getagrip_ros.task.config import GraspTaskConfig
 from getagrip_ros.task.in_process import StackConfig
 
@@ -25,9 +25,10 @@ _ENV_KEYS = ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "ROS_LOG_DIR")
 class BenchmarkStack:
     """A sim bring-up with a process per node and a grasp_object client in this process (a context manager)."""
 
-    def __init__(self, stack: StackConfig, task: GraspTaskConfig, out_dir: Path, log: Callable[[str], None] = print) -> None:
-        self.stack, self.task, self.out, self.log = stack, task, Path(out_dir), log
-        self.nodes: NodeProcesses | None = None
+    def __init__(self, stack: StackConfig, task: GraspTaskConfig, out_dir: Path, log: Callable[[str], None] = print,
+                 processes: str = "per-node") -> None:
+        self.stack, self.task, self.out, self.log, self.processes = stack, task, Path(out_dir), log, processes
+        self.bringup: NodeProcess | None = None
 
     def node_parameters(self) -> dict[str, dict[str, object]]:
         """Every node's parameters from the protocol: the stack's stage settings and the task's."""
@@ -41,24 +42,23 @@ class BenchmarkStack:
 
         from getagrip_interfaces.action import GraspObject
 
-        prof = profile("sim")
         self.out.mkdir(parents=True, exist_ok=True)
         env = isolated_ros_environment(log_dir=self.out / "ros_log")
         self._saved = {k: os.environ.get(k) for k in _ENV_KEYS}
         os.environ.update({k: env[k] for k in _ENV_KEYS})
-        overrides = write_overrides(prof, {}, self.node_parameters(), self.out / "bringup")
+        params = self.out / "bringup_parameters.yaml"
+        params.write_text(yaml.safe_dump(self.node_parameters()))
         self.log_path = self.out / "bringup.log"
-        self._log_file = open(self.log_path, "a", buffering=1)
-        self.log(f"[benchmark] starting the sim bring-up (a process per node, ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}; "
-                 f"log {self.log_path})")
-        self.nodes = NodeProcesses(prof.nodes, overrides, env, out=self._log_file)
+        command = [sys.executable, "-m", "getagrip_ros.cli.getagrip", "bringup", "--profile", "sim",
+                   "--processes", self.processes, "--params", str(params)]
+        self.log(f"[benchmark] starting `getagrip bringup --profile sim --processes {self.processes}` "
+                 f"(ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}; log {self.log_path})")
+        self.bringup = NodeProcess("bringup", env=env, command=command, log_path=self.log_path).start()
         deadline = time.monotonic() + READY_TIMEOUT_S
-        waiting = {n.name for n in prof.nodes}
-        while waiting and time.monotonic() < deadline:
-            text = self.log_path.read_text(errors="replace")
+        waiting = {n.name for n in profile("sim").nodes}
+        while waiting and time.monotonic() < deadline and self.bringup.process.poll() is None:
+            text = self.bringup.output()
             waiting = {n for n in waiting if f"{n} ready" not in text}
-            if waiting and not self.nodes.check():
-                break
             time.sleep(0.5)
         if waiting:
             self.__exit__()
@@ -93,11 +93,10 @@ class BenchmarkStack:
             self.node.destroy_node()
             self.node = None
             rclpy.try_shutdown()
-        if self.nodes is not None:
-            codes = self.nodes.stop()
-            self.log(f"[benchmark] bring-up stopped: {codes}")
-            self.nodes = None
-            self._log_file.close()
+        if self.bringup is not None:
+            code = self.bringup.stop(timeout_s=30.0)
+            self.log(f"[benchmark] bring-up stopped (exit code {code})")
+            self.bringup = None
         for k, v in getattr(self, "_saved", {}).items():
             if v is None:
                 os.environ.pop(k, None)

@@ -34,7 +34,7 @@ from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.robot.backend import ResetReport, WorldReset
 from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, HAND_LINK_NAMES, PALM_LINK
 from getagrip_ros.robot.interfaces import JointState
-from getagrip_ros.ros.action_calls import call_in_node, remote_parameters
+from getagrip_ros.ros.action_calls import RemoteParameters, call_in_node
 from getagrip_ros.ros.actions import accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import grasp_msgs_to_core, grasps_to_msgs, matrix_from_pose, point_cloud2_to_numpy, timings_to_msgs
 from getagrip_ros.ros.markers import grasp_markers, outcome_marker
@@ -109,10 +109,11 @@ class RosStageCalls:
             ("reset_world", ResetWorld), ("capture_images", CaptureImages), ("train_nerf", TrainNerf),
             ("extract_object", ExtractObject), ("plan_grasp", PlanGrasp), ("plan_motion", PlanMotion),
             ("execute_grasp", ExecuteGrasp))}
+        self.robot_parameters = RemoteParameters(node, "robot")
 
     def describe(self) -> dict[str, Any]:
-        actuators = remote_parameters(self.node, "robot", ["backend", "stages", "safety", "execution", "hardware", "sim",
-                                                           "hand", "capture", "lift_check_fraction"])
+        actuators = self.robot_parameters.read(["backend", "stages", "safety", "execution", "hardware", "sim", "hand",
+                                                "capture", "lift_check_fraction"])
         simulated = actuators.get("sim.object_name") if actuators.get("backend") == "sim" else None
         return {"backend": "ros", "object": self.node.config.object_label or simulated or "unknown",
                 "actuators": actuators or "the robot node did not answer its parameter services"}

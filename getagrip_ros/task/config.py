@@ -58,8 +58,10 @@ class GraspTaskConfig:
             raise ValueError("num_grasps, num_images and record_image_stride must be >= 1")
 
     def hash(self) -> str:
-        """Short stable hash of every setting (recorded with each trial, compared by the benchmark)."""
+        """Short stable hash of every setting that shapes a trial (recorded with each one); where the files go
+        (trials_dir, work_dir) is left out, so the same settings hash alike in every folder and mode."""
         import hashlib
         import json
 
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+        settings = {k: v for k, v in asdict(self).items() if k not in ("trials_dir", "work_dir")}
+        return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]

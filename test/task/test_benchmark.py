@@ -78,3 +78,27 @@ def test_a_benchmark_runs_resumes_and_keeps_crashed_attempts(tmp_path):
     assert getagrip(["trials", "summarize", str(tmp_path / "trials"), "--out", str(tmp_path / "s")]) == 0
     assert (tmp_path / "s" / "summary.json").is_file()
     assert getagrip(["benchmark", "--out", str(tmp_path)]) == 2  # neither objects nor a protocol
+
+
+def test_the_ros_mode_runs_the_same_protocol_through_the_launched_stack_and_agrees(tmp_path):
+    """The same protocol in both modes: in-process, and as grasp_object goals to a bring-up with a process per node that
+    the benchmark starts itself with the protocol's settings. The cube is lifted both ways with the same grasp, and the
+    trials record the same task configuration."""
+    import numpy as np
+
+    from getagrip_ros.trials.bag import read_bag
+
+    protocol = _protocol()
+    local = run_benchmark(protocol, tmp_path / "local")
+    ros = run_benchmark(protocol, tmp_path / "ros", mode="ros")
+    assert ros["mode"] == "ros" and ros["protocol_hash"] == local["protocol_hash"] == protocol.hash()
+    (a,), (b,) = local["trials"], ros["trials"]
+    assert a["trial"] == b["trial"] and a["status"] == b["status"] == "SUCCEEDED", (a["reason"], b["reason"])
+    bags = [read_bag(tmp_path / mode / "trials" / a["trial"]) for mode in ("local", "ros")]
+    assert bags[0].metadata["config_hash"] == bags[1].metadata["config_hash"]
+    assert bags[0].metadata["backend"] == "in_process" and bags[1].metadata["backend"] == "ros"
+    chosen = [np.asarray(bag.topic("/grasps/chosen")[0].msg.vector) for bag in bags]
+    np.testing.assert_allclose(chosen[0], chosen[1], atol=1e-4)
+    assert (tmp_path / "ros" / "bringup.log").is_file()
+    with pytest.raises(ValueError, match="unknown mode"):
+        run_benchmark(protocol, tmp_path / "other", mode="launch")
