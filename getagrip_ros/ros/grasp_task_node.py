@@ -203,9 +203,14 @@ class GraspTaskNode(Node):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
-        self.trace_node = rclpy.create_node("grasp_task_trace", context=self.context, start_parameter_services=False)
-        self.trace_node.create_subscription(JointStateMsg, "joint_states", self._on_joint_state, 1000)
-        self.trace_node.create_subscription(ObjectState, "sim/object_state", self._on_object_state, 1000)
+        # its own name whatever the command line renames (ros2 launch renames every node of the process), and this
+        # node's resolved topic names (remaps and namespace included)
+        self.trace_node = rclpy.create_node("grasp_task_trace", context=self.context, use_global_arguments=False,
+                                            start_parameter_services=False)
+        self.trace_node.create_subscription(JointStateMsg, self.resolve_topic_name("joint_states"), self._on_joint_state,
+                                            1000)
+        self.trace_node.create_subscription(ObjectState, self.resolve_topic_name("sim/object_state"),
+                                            self._on_object_state, 1000)
         self._trace_executor = SingleThreadedExecutor(context=self.context)
         self._trace_executor.add_node(self.trace_node)
         self._trace_thread = threading.Thread(target=self._spin_trace, name="trace", daemon=True)

@@ -30,7 +30,8 @@ def spin_node(make_node: Callable[[], Node], args: list[str] | None = None, num_
         node = make_node()
         executor = MultiThreadedExecutor(num_threads=num_threads)
         executor.add_node(node)
-        executor.spin()
+        while node.context.ok():  # a bounded wait: a SIGINT that lands before the first wait still ends the loop
+            executor.spin_once(timeout_sec=0.5)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
