@@ -120,3 +120,15 @@ def cube_world(cube):
     """The planning world: table and the cube mesh where the simulated world puts it."""
     return world_with_mesh("cube", np.asarray(cube.mesh.vertices), np.asarray(cube.mesh.faces),
                            np.array(CUBE["T_world_object"]))
+
+
+@pytest.fixture(scope="session")
+def cube_mesh_path(tmp_path_factory, cube) -> str:
+    """The cube's mesh in the world frame where the simulated world puts it, as a file (what plan_motion reads)."""
+    import trimesh
+
+    mesh = trimesh.Trimesh(np.asarray(cube.mesh.vertices), np.asarray(cube.mesh.faces)).copy()
+    mesh.apply_transform(np.array(CUBE["T_world_object"]))
+    path = tmp_path_factory.mktemp("mesh") / "cube_world.stl"
+    mesh.export(path)
+    return str(path)

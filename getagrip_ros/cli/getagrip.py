@@ -4,6 +4,7 @@
     getagrip benchmark --objects tabletop-20 --methods fixed+bps,fixed+none --trials 1 --out bench/ [--mode ros]
     getagrip trials summarize DIR
     getagrip trials report BAG [--out report.png]
+    getagrip trials compare A B [--out DIR]      (the same trials run two ways: do the outcomes agree?)
 """
 
 from __future__ import annotations
@@ -104,6 +105,14 @@ def _trials(args: argparse.Namespace) -> int:
             print(f"incomplete (crashed) trials: {', '.join(summary['incomplete_bags'])}")
         print(f"wrote {Path(args.out or args.folder) / 'summary.json'} and {plot}")
         return 0
+    if args.trials_command == "compare":
+        from getagrip_ros.trials.compare import format_markdown, write_comparison
+
+        out = args.out or Path(args.b) / "agreement"
+        report = write_comparison(args.a, args.b, out, args.a_name, args.b_name)
+        print(format_markdown(report, args.a_name, args.b_name))
+        print(f"{report['agree']} of {report['compared']} trials agree; wrote {out / 'agreement.json'}, {out / 'agreement.md'}")
+        return 0
     from getagrip_ros.trials.report import write_report
 
     print(f"wrote {write_report(args.bag, args.out or Path(args.bag) / 'report.png')}")
@@ -147,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     rep = tsub.add_parser("report", help="a PNG report of one trial bag")
     rep.add_argument("bag", type=Path)
     rep.add_argument("--out", type=Path)
+    comp = tsub.add_parser("compare", help="the same trials in two folders: per-trial agreement and first difference")
+    comp.add_argument("a", type=Path)
+    comp.add_argument("b", type=Path)
+    comp.add_argument("--a-name", default="A")
+    comp.add_argument("--b-name", default="B")
+    comp.add_argument("--out", type=Path, help="where agreement.json / agreement.md go (default: B/agreement)")
     trials.set_defaults(run=_trials)
 
     args = parser.parse_args(argv)

@@ -21,12 +21,13 @@ def rot6d_from_matrix(R: torch.Tensor) -> torch.Tensor:
 
 
 def matrix_from_rot6d(rot6d: torch.Tensor) -> torch.Tensor:
-    """(..., 6) -> (..., 3, 3) by Gram-Schmidt on the two stored columns (any non-degenerate input)."""
+    """(..., 6) -> (..., 3, 3) by Gram-Schmidt on the two stored columns (any non-degenerate input); orthonormal to
+    the dtype's precision (so a rotation survives a trip through a quaternion unchanged but for rounding)."""
     block = rot6d.reshape(*rot6d.shape[:-1], 3, 2)
     a, b = block[..., 0], block[..., 1]
-    c1 = a / (a.norm(dim=-1, keepdim=True) + _EPS)
+    c1 = a / a.norm(dim=-1, keepdim=True).clamp_min(_EPS)
     b = b - (c1 * b).sum(-1, keepdim=True) * c1
-    c2 = b / (b.norm(dim=-1, keepdim=True) + _EPS)
+    c2 = b / b.norm(dim=-1, keepdim=True).clamp_min(_EPS)
     c3 = torch.linalg.cross(c1, c2, dim=-1)
     return torch.stack([c1, c2, c3], dim=-1)
 

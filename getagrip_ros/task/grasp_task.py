@@ -200,6 +200,7 @@ class GraspTask:
             result.chosen_labels = plan.labels[motion.grasp_index]
             recorder.grasps("/grasps/chosen", chosen, plan.labels[motion.grasp_index:motion.grasp_index + 1])
             recorder.motion(motion.stages)
+            recorder.event(event="motion_plan", grasp_index=motion.grasp_index, rejected=motion.rejected)
             feedback("motion_planning", done[0], f"grasp #{motion.grasp_index} planned ({len(motion.rejected)} refused)")
             executed = run_stage("execution", lambda b: self.calls.execute(
                 ExecuteRequest(motion.stages, seen.mesh_path), b, recorder))

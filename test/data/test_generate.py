@@ -141,7 +141,7 @@ def test_two_worker_processes_give_the_same_shards(run, tmp_path):
 
 @pytest.mark.slow  # Ray is an optional extra; starting a local instance takes ~15 s
 def test_a_ray_cluster_gives_the_same_shards(run, tmp_path, monkeypatch):
-    ray = pytest.importorskip("ray")  # installed by the set-up (requirements/ray.txt); optional for users
+    import ray  # installed by the set-up (requirements/ray.txt); optional for users
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     run_dir, config, _, _ = run
     objects = [*OBJECTS, "procedural/no_such_object"]

@@ -8,7 +8,6 @@ import pytest
 from getagrip_ros.robot.allegro import STOW_HAND_JOINT_ANGLES_RAD
 from getagrip_ros.robot.description import FR3_Q_READY_RAD
 
-pytest.importorskip("ompl")
 
 Q_ARM_START = np.array(FR3_Q_READY_RAD)
 Q_HAND_START = np.array(STOW_HAND_JOINT_ANGLES_RAD)

@@ -56,7 +56,7 @@ def test_box_box_lower_bound_never_exceeds_the_distance():
 
 def test_table_verdicts_agree_with_mujoco(robot_model):
     """Random arm configurations: the links we find under the table top are the ones MuJoCo's contacts name."""
-    mujoco = pytest.importorskip("mujoco")
+    import mujoco
     from getagrip_ros.sim.scene import SceneConfig
     from getagrip_ros.sim.world import SimWorld
 

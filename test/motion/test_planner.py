@@ -16,7 +16,6 @@ from getagrip_ros.status import StatusCode
 from .conftest import OPEN_HAND, Q_READY, Q_REACH_FORWARD, Q_REACH_LEFT, grasps_at
 from .test_time_parameterization import assert_within_limits
 
-pytest.importorskip("ompl")
 
 WALL = WorldBox("wall", (0.1, 0.1, 0.65), translation((0.45, 0.0, 0.325)))  # in the sweep of joint 1 at the ready pose
 

@@ -16,7 +16,7 @@ import yaml
 
 from getagrip_ros.robot import description as desc
 
-pin = pytest.importorskip("pinocchio")
+import pinocchio as pin
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL_URDF = ROOT / "urdf" / "fr3_algr_zed2i.urdf"

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
-import trimesh
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from sensor_msgs.msg import JointState
@@ -27,17 +26,6 @@ from getagrip_ros.ros.processes import NodeProcess
 
 from ..conftest import CUBE
 
-pytest.importorskip("ompl")
-
-
-@pytest.fixture(scope="module")
-def cube_mesh_path(tmp_path_factory, cube):
-    """The cube's mesh in the world frame, as a file (what plan_motion reads)."""
-    mesh = trimesh.Trimesh(np.asarray(cube.mesh.vertices), np.asarray(cube.mesh.faces)).copy()
-    mesh.apply_transform(np.array(CUBE["T_world_object"]))
-    path = tmp_path_factory.mktemp("mesh") / "cube_world.stl"
-    mesh.export(path)
-    return str(path)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from getagrip_ros.task.config import GraspTaskConfig
 from getagrip_ros.sim.robot_backend import SimRobotConfig
 from getagrip_ros.task.in_process import StackConfig
 
-pytest.importorskip("ompl")
 
 
 def _protocol(**kwargs) -> BenchmarkProtocol:
@@ -100,5 +99,11 @@ def test_the_ros_mode_runs_the_same_protocol_through_the_launched_stack_and_agre
     chosen = [np.asarray(bag.topic("/grasps/chosen")[0].msg.vector) for bag in bags]
     np.testing.assert_allclose(chosen[0], chosen[1], atol=1e-4)
     assert (tmp_path / "ros" / "bringup.log").is_file()
+    from getagrip_ros.trials.compare import write_comparison
+
+    report = write_comparison(tmp_path / "local" / "trials", tmp_path / "ros" / "trials", tmp_path / "agreement")
+    assert report["agree"] == report["compared"] == 1 and report["trials"][0]["same_settings"]
+    assert report["trials"][0]["first_difference"] == ""  # the same images, cloud, grasps and lift, bit for bit
+    assert "| cube | lifted | lifted | yes |" in (tmp_path / "agreement" / "agreement.md").read_text()
     with pytest.raises(ValueError, match="unknown mode"):
         run_benchmark(protocol, tmp_path / "other", mode="launch")

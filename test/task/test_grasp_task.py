@@ -16,7 +16,6 @@ from getagrip_ros.task.in_process import InProcessStack, StackConfig
 from getagrip_ros.trials.bag import read_bag
 from getagrip_ros.trials.report import write_report
 
-pytest.importorskip("ompl")
 CUBE_AT = np.array([0.65, 0.0, 0.0])
 
 

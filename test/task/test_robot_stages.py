@@ -36,15 +36,6 @@ def stages(robot):
     return s
 
 
-@pytest.fixture(scope="module")
-def cube_mesh_path(tmp_path_factory, cube):
-    mesh = trimesh.Trimesh(np.asarray(cube.mesh.vertices), np.asarray(cube.mesh.faces)).copy()
-    mesh.apply_transform(np.array(CUBE["T_world_object"]))
-    path = tmp_path_factory.mktemp("mesh") / "cube_world.stl"
-    mesh.export(path)
-    return str(path)
-
-
 def _set_joint(robot: SimRobot, name: str, value: float) -> None:
     def set_it() -> None:
         world = robot.world

@@ -1,0 +1,26 @@
+"""Where two runs of one trial first differ (the benchmark's agreement table)."""
+
+import numpy as np
+
+from getagrip_ros.trials.compare import first_difference
+
+
+def _run(**changes):
+    run = {"images": [np.zeros(12, np.uint8), np.ones(12, np.uint8)], "cloud": np.zeros((5, 3), np.float32),
+           "candidates": np.zeros((3, 37)), "chosen": np.zeros((1, 37)), "final_z_m": 0.2}
+    run.update(changes)
+    return run
+
+
+def test_the_first_stage_whose_products_differ_is_named():
+    assert first_difference(_run(), _run()) == ""
+    assert first_difference(_run(), _run(images=[np.zeros(12, np.uint8)])) == "capture: 2 vs 1 images"
+    other = [np.zeros(12, np.uint8), np.full(12, 3, np.uint8)]
+    assert first_difference(_run(), _run(images=other)) == "capture: image 1 differs (mean |diff| 2.000 of 255)"
+    assert first_difference(_run(), _run(cloud=np.ones((5, 3), np.float32))).startswith("perception: object clouds differ")
+    moved = np.zeros((3, 37))
+    moved[2, 0] = 1e-3
+    assert first_difference(_run(), _run(candidates=moved)).startswith("grasp planning: ranked grasps differ (max |diff| 1.00e-03")
+    chosen = np.ones((1, 37))
+    assert first_difference(_run(), _run(chosen=chosen)) == "motion planning: another grasp was chosen"
+    assert first_difference(_run(), _run(final_z_m=0.05)) == "execution: the object ended at z = 0.200 vs 0.050 m"
