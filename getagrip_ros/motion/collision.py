@@ -1,7 +1,9 @@
 """Collision checking of arm configurations and straight joint-space motions (numpy + coal).
 
-A configuration is valid when every robot shape keeps `world_buffer_m` (1 mm) from every obstacle and
-no two non-neighbouring robot links overlap by more than `self_collision_allowance_m`.
+A configuration is valid when every robot shape keeps `world_buffer_m` (1 mm) from every obstacle, no two
+non-neighbouring robot links overlap by more than `self_collision_allowance_m`, and - with a `WorkspaceBox` -
+the palm, flange and fingertips stay inside the box the safety layer checks (so a plan never has to be refused
+for leaving it).
 
 Cheap bounds first, exact queries only where they matter: sphere-box distances are exact in numpy;
 box-box distances start from a separating-axis lower bound; the object (mesh BVH or point-cloud octree)
@@ -22,10 +24,26 @@ import coal
 import numpy as np
 import trimesh
 
-from getagrip_ros.motion.robot_geometry import RobotCollisionModel
+from getagrip_ros.motion.robot_geometry import END_EFFECTOR_BODY, RobotCollisionModel
 from getagrip_ros.motion.world import ObjectMesh, PlanningWorld
+from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, FLANGE_LINK, PALM_LINK
 
 _FAR_M = 1e3  # "no obstacle" distance
+
+
+@dataclass(frozen=True)
+class WorkspaceBox:
+    """End-effector frames that must stay inside a box of the world frame (the safety layer's workspace box)."""
+
+    min_m: tuple[float, float, float]
+    max_m: tuple[float, float, float]
+    frames: tuple[str, ...] = (PALM_LINK, FLANGE_LINK, *FINGERTIP_LINK_NAMES)
+    margin_m: float = 0.001
+    """The frames keep this far inside the box."""
+
+    def __post_init__(self) -> None:
+        if not all(lo + 2 * self.margin_m < hi for lo, hi in zip(self.min_m, self.max_m)) or len(self.min_m) != 3:
+            raise ValueError(f"workspace box {list(self.min_m)} - {list(self.max_m)} is empty (margin {self.margin_m} m)")
 
 
 @dataclass(frozen=True)
@@ -77,6 +95,8 @@ class Contact:
             return f"self-collision between {self.link} and {self.other} ({-self.distance_m * 1000:.1f} mm overlap)"
         if self.inside:
             return f"in collision with the {self.other} (link {self.link} inside it)"
+        if self.other == "workspace box":
+            return f"{self.link} {-self.distance_m * 1000:.1f} mm outside the workspace box"
         if self.distance_m < 0:
             return f"in collision with the {self.other} (link {self.link}, {-self.distance_m * 1000:.1f} mm deep)"
         return f"in collision with the {self.other} (link {self.link} within {self.distance_m * 1000:.1f} mm)"
@@ -186,8 +206,8 @@ class CollisionChecker:
     """
 
     def __init__(self, robot: RobotCollisionModel, world: PlanningWorld,
-                 config: CollisionCheckerConfig = CollisionCheckerConfig()) -> None:
-        self.robot, self.world, self.config = robot, world, config
+                 config: CollisionCheckerConfig = CollisionCheckerConfig(), workspace: WorkspaceBox | None = None) -> None:
+        self.robot, self.world, self.config, self.workspace = robot, world, config, workspace
         self._I = coal.Transform3s()
         boxes = world.boxes
         self._obstacle_names = [b.name for b in boxes] + [o.name for o in world.objects]
@@ -201,7 +221,25 @@ class CollisionChecker:
         self.num_checks = 0
         self._setup_shapes()
 
+    def _setup_points(self) -> None:
+        """The workspace frames as points of the end effector (they move with the hand joints)."""
+        if self.workspace is None:
+            self._points, self._point_reach = np.zeros((0, 3)), np.zeros((0, 7))
+            return
+        self._points, self._point_reach = self.robot.end_effector_points(self.workspace.frames)
+        self._box_lo = np.asarray(self.workspace.min_m, dtype=float) + self.workspace.margin_m
+        self._box_hi = np.asarray(self.workspace.max_m, dtype=float) - self.workspace.margin_m
+
+    def _box_clearances(self, T_body: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) how far each workspace frame is inside the (shrunk) box (negative: outside) and its position (N, 3)."""
+        if not len(self._points):
+            return np.zeros(0), np.zeros((0, 3))
+        T = T_body[END_EFFECTOR_BODY]
+        p = self._points @ T[:3, :3].T + T[:3, 3]
+        return np.minimum(p - self._box_lo, self._box_hi - p).min(axis=1), p
+
     def _setup_shapes(self) -> None:
+        self._setup_points()
         s = self.robot.shapes
         K = len(s)
         self._moving_mask = s.body > 0  # fr3_link0 stands on the table and never moves
@@ -328,8 +366,10 @@ class CollisionChecker:
     def is_valid(self, q_arm_rad: np.ndarray) -> bool:
         """True when the configuration keeps the world buffer and has no self-collision."""
         self.num_checks += 1
-        c, R, link_c, _ = self._place(q_arm_rad)
+        c, R, link_c, T_body = self._place(q_arm_rad)
         cfg = self.config
+        if (self._box_clearances(T_body)[0] < 0).any():
+            return False
         if cfg.self_collision and (self._self_distances(c, R, link_c, 0.0) < -cfg.self_collision_allowance_m).any():
             return False
         world, _, _ = self._world_distances(c, R, link_c, cfg.world_buffer_m, decide_only=True)
@@ -339,7 +379,8 @@ class CollisionChecker:
         """Lower bounds of the margins left at a configuration (negative: invalid).
 
         Returns:
-            (K,) per robot shape: distance to the nearest obstacle minus world_buffer_m (inf for fr3_link0), and
+            (K + N,) per robot shape: distance to the nearest obstacle minus world_buffer_m (inf for fr3_link0), then
+            per workspace frame: how far inside the box it is (N = 0 without a box), and
             (P,) per self-collision pair (`self_pairs`): distance plus self_collision_allowance_m.
         """
         world, self_c, _, _ = self._clearances(q_arm_rad)
@@ -353,8 +394,9 @@ class CollisionChecker:
         world, _, _ = self._world_distances(c, R, link_c, cfg.exact_distance_below_m, decide_only=False)
         world = world - cfg.world_buffer_m
         world[~self._moving_mask] = np.inf
+        box, points = self._box_clearances(T_body)
         self_c = self._self_distances(c, R, link_c, cfg.exact_distance_below_m) + cfg.self_collision_allowance_m
-        return world, self_c, c, T_body
+        return np.concatenate([world, box]), self_c, np.concatenate([c, points]), T_body
 
     @property
     def self_pairs(self) -> tuple[np.ndarray, np.ndarray]:
@@ -394,29 +436,34 @@ class CollisionChecker:
         """Bounds for a straight motion q0 + t dq, t in [0, 1], valid for any q0.
 
         Returns:
-            (K,) metres any point of each shape moves per unit t; (K,) b: how fast the current rate
-            (`motion_rates`) can grow per unit t; (P,) metres each self-collision pair moves relative to each other
-            per unit t.
+            (K + N,) metres any point of each shape (then each workspace frame) moves per unit t; (K + N,) b: how fast
+            the current rate (`motion_rates`) can grow per unit t; (P,) metres each self-collision pair moves relative
+            to each other per unit t.
         """
         abs_dq = np.abs(np.asarray(dq_rad, dtype=float))
-        weighted = self.robot.shapes.reach_m * abs_dq  # (K, 7)
+        weighted = np.concatenate([self.robot.shapes.reach_m, self._point_reach]) * abs_dq  # (K + N, 7)
         beyond = np.cumsum(weighted[:, ::-1], axis=1)[:, ::-1] - weighted  # sum over joints j > i
         return weighted.sum(1), beyond @ abs_dq, self._pair_reach @ abs_dq
 
     def motion_rates(self, q_arm_rad: np.ndarray, dq_rad: np.ndarray) -> np.ndarray:
-        """(K,) metres per unit t that any point of each shape moves at q along dq, right now: over the next h, a
-        point moves at most rate h + growth h^2 / 2 (see motion_bounds)."""
+        """(K + N,) metres per unit t that any point of each shape (then each workspace frame) moves at q along dq,
+        right now: over the next h, a point moves at most rate h + growth h^2 / 2 (see motion_bounds)."""
         _, _, _, T_body = self._place(q_arm_rad)
         c = (T_body[self.robot.shapes.body] @ self.robot.shapes.T_body_shape)[:, :3, 3]
-        return self._axis_distances(c, T_body) @ np.abs(np.asarray(dq_rad, dtype=float))
+        return self._axis_distances(np.concatenate([c, self._box_clearances(T_body)[1]]), T_body) @ np.abs(
+            np.asarray(dq_rad, dtype=float))
 
     def _axis_distances(self, c: np.ndarray, T_body: np.ndarray) -> np.ndarray:
-        """(K, 7) distance from each joint axis to the farthest point of each shape it moves (0 where it does not)."""
+        """(K + N, 7) distance from each joint axis to the farthest point of each shape (then each workspace frame, a
+        point) it moves (0 where it does not)."""
         origins, axes = T_body[1:, :3, 3], T_body[1:, :3, 2]  # joint i+1 turns fr3_link(i+1) about its z axis
-        v = c[:, None, :] - origins[None]  # (K, 7, 3)
+        v = c[:, None, :] - origins[None]  # (K + N, 7, 3)
         along = (v * axes[None]).sum(-1, keepdims=True)
         radial = np.sqrt(((v - along * axes[None]) ** 2).sum(-1))
-        return (radial + self.robot.shapes.bounding_radius_m[:, None]) * (self.robot.shapes.reach_m > 0)
+        n = len(self._points)
+        radius = np.concatenate([self.robot.shapes.bounding_radius_m, np.zeros(n)])
+        moved = np.concatenate([self.robot.shapes.reach_m, self._point_reach]) > 0
+        return (radial + radius[:, None]) * moved
 
     def check_path(self, path_rad: np.ndarray) -> bool:
         """True when every segment of a (N, 7) waypoint path is valid."""
@@ -435,6 +482,9 @@ class CollisionChecker:
         for k in self._moving[world[self._moving] < cfg.world_buffer_m]:
             contacts.append(Contact(s.link_names[k], self._obstacle_names[int(which[k])], float(world[k]),
                                     inside=bool(inside[k])))
+        box, _ = self._box_clearances(self.robot.body_poses(np.asarray(q_arm_rad, dtype=float)))
+        for n in np.flatnonzero(box < 0):
+            contacts.append(Contact(self.workspace.frames[n], "workspace box", float(box[n])))
         if cfg.self_collision:
             d = self._self_distances(c, R, link_c, np.inf)
             for p in np.flatnonzero(d < -cfg.self_collision_allowance_m):

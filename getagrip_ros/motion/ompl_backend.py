@@ -25,7 +25,7 @@ from ompl import geometric as og
 from ompl import util as ou
 
 from getagrip_ros.motion.backend import GoalPlan, MotionBackend, PalmGoals, PlanOptions, PlanStatus
-from getagrip_ros.motion.collision import CollisionChecker, CollisionCheckerConfig
+from getagrip_ros.motion.collision import CollisionChecker, CollisionCheckerConfig, WorkspaceBox
 from getagrip_ros.motion.robot_geometry import END_EFFECTOR_BODY, NUM_ARM_JOINTS, RobotCollisionModel
 from getagrip_ros.motion.world import PlanningWorld
 from getagrip_ros.robot.arm_ik import ArmIK, ArmIKConfig
@@ -37,6 +37,9 @@ class OmplBackendConfig:
     """Build-time settings of the OMPL backend."""
 
     collision: CollisionCheckerConfig = field(default_factory=CollisionCheckerConfig)
+    workspace: Optional[WorkspaceBox] = None
+    """Palm, flange and fingertips stay inside this box along every planned motion (the safety layer's box; None:
+    no box)."""
     ik: ArmIKConfig = field(default_factory=lambda: ArmIKConfig(
         frame=PALM_LINK, free_z_rotation=False, num_seeds=8, num_iterations=80,
         position_tolerance_m=0.001, rotation_tolerance_rad=0.01))
@@ -101,14 +104,14 @@ class OmplBackend(MotionBackend):
         self.lower_rad, self.upper_rad = self.robot.lower_limits_rad, self.robot.upper_limits_rad
         self.ik = ArmIK(config.ik)
         self.world = world if world is not None else PlanningWorld()
-        self.checker = CollisionChecker(self.robot, self.world, config.collision)
+        self.checker = CollisionChecker(self.robot, self.world, config.collision, config.workspace)
 
     # -- MotionBackend ---------------------------------------------------------------------------------
     def set_world(self, world: PlanningWorld) -> None:
         if world is self.world:  # worlds are immutable: keep the compiled collision geometry
             return
         self.world = world
-        self.checker = CollisionChecker(self.robot, world, self.config.collision)
+        self.checker = CollisionChecker(self.robot, world, self.config.collision, self.config.workspace)
 
     def plan_to_joints(self, q_start_arm_rad: np.ndarray, q_goal_arm_rad: np.ndarray, hand_rad: np.ndarray,
                        options: PlanOptions) -> GoalPlan:

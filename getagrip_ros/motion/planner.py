@@ -297,7 +297,7 @@ class MotionPlanner:
                 path.append(q_next)
             if not reason:
                 checker = CollisionChecker(self._lift_robot, PlanningWorld(world.boxes, (), world.frame_id),
-                                           self.config.ompl.collision)
+                                           self.config.ompl.collision, self.config.ompl.workspace)
                 bad = next((k for k in range(1, len(path)) if not checker.check_motion(path[k - 1], path[k])), None)
                 if bad is not None:
                     reason = f"the lift collides at {100 * cfg.lift_m * bad / n:.1f} cm: " + checker.report(path[bad]).describe()

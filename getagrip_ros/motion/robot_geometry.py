@@ -177,6 +177,18 @@ class RobotCollisionModel:
         pin.forwardKinematics(self.model, self.data, self._q)
         return pin.updateFramePlacement(self.model, self.data, self.model.getFrameId(frame)).homogeneous.copy()
 
+    def end_effector_points(self, frames: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Frames rigid with the end effector (body 7) at the current hand joints: their origins in fr3_link7
+        (N, 3) and the reach bound of each (N, 7), as for shapes: no such point moves more than reach @ |dq|."""
+        q = np.zeros(NUM_ARM_JOINTS)
+        T7 = self.body_poses(q)[END_EFFECTOR_BODY]
+        points = np.array([np.linalg.solve(T7, self.frame_pose(q, f))[:3, 3] for f in frames]).reshape(-1, 3)
+        if any(self.body_of(f) != END_EFFECTOR_BODY for f in frames):
+            raise ValueError(f"not all of {list(frames)} are rigid with fr3_link7")
+        reach = np.array([[self._arm_offsets_m[i + 1:END_EFFECTOR_BODY].sum() + np.linalg.norm(p)
+                           for i in range(NUM_ARM_JOINTS)] for p in points]).reshape(-1, NUM_ARM_JOINTS)
+        return points, reach
+
     def self_collision_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """(P,), (P,) shape indices a < b checked for self-collision: different bodies, not neighbours, not fr3_link0
         against fr3_link1 ... (see SELF_COLLISION_IGNORE); pairs inside the rigid end effector never move."""

@@ -23,6 +23,8 @@ import numpy as np
 from getagrip_ros.execution.executor import ExecutionConfig, ExecutionResult, GraspExecutor
 from getagrip_ros.execution.safety import EStop, SafetyConfig, SafetyMonitor
 from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.motion.collision import WorkspaceBox
+from getagrip_ros.motion.ompl_backend import OmplBackendConfig
 from getagrip_ros.motion.planner import GraspMotionResult, GraspStages, GraspStagesConfig, MotionPlanner, MotionPlannerConfig
 from getagrip_ros.motion.world import PlanningWorld, load_object_mesh, table_box
 from getagrip_ros.perception.capture import CaptureConfig, CaptureRequest, CaptureResult, run_capture
@@ -162,8 +164,11 @@ class RobotStages:
         self.spiral = config.spiral.spiral()
         self.estop = estop or EStop()
         self.safety = SafetyMonitor(config.safety)
+        # plans keep the palm, flange and fingertips inside the box the safety layer checks
+        box = WorkspaceBox(config.safety.workspace_min_m, config.safety.workspace_max_m)
         self.planner = MotionPlanner(MotionPlannerConfig(planning_time_limit_s=config.planning_time_limit_s,
-                                                         stages=config.stages, world_frame=config.world_frame))
+                                                         stages=config.stages, world_frame=config.world_frame,
+                                                         ompl=OmplBackendConfig(workspace=box)))
         self._planners: dict[str, MotionPlanner] = {"ompl": self.planner}
         self._hand_lower = self.planner.hand.lower_limits_rad.numpy()
         self._hand_upper = self.planner.hand.upper_limits_rad.numpy()

@@ -257,3 +257,36 @@ def test_motion_bounds_hold(robot_model):
         local = np.einsum("tpji,tpkj->tpki", R, points[:, far] - p[:, :, None])  # R^T (x - p)
         rel = np.linalg.norm(local - local[0], axis=-1).max(-1)  # (T, P)
         assert (rel <= t[:, None] * pair_total[None] + 1e-9).all()
+
+
+def test_the_workspace_box_keeps_the_palm_flange_and_fingertips_inside_along_motions():
+    """With the safety layer's box, a state whose frames leave it is invalid (and reported), and a motion whose ends are
+    inside but whose middle swings out is caught by the conservative advancement - as dense sampling confirms."""
+    from getagrip_ros.motion.collision import WorkspaceBox
+    from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, FLANGE_LINK, PALM_LINK
+
+    robot = RobotCollisionModel()
+    robot.set_hand(OPEN_HAND)
+    frames = (PALM_LINK, FLANGE_LINK, *FINGERTIP_LINK_NAMES)
+
+    def xs(q):
+        return np.array([robot.frame_pose(q, f)[0, 3] for f in frames])
+
+    a, b = Q_READY.copy(), Q_READY.copy()
+    a[0], b[0] = -0.6, 0.6  # a swing about the base: the hand is farthest forward half way
+    middle = Q_READY.copy()
+    middle[0] = 0.0
+    x_ends, x_mid = max(xs(a).max(), xs(b).max()), xs(middle).max()
+    assert x_mid > x_ends + 0.02
+    box = WorkspaceBox((-2.0, -2.0, -2.0), ((x_ends + x_mid) / 2, 2.0, 2.0))
+    free = CollisionChecker(robot, PlanningWorld(), CollisionCheckerConfig(self_collision=False))
+    boxed = CollisionChecker(robot, PlanningWorld(), CollisionCheckerConfig(self_collision=False), box)
+    assert boxed.is_valid(a) and boxed.is_valid(b) and free.is_valid(middle) and not boxed.is_valid(middle)
+    assert "mm outside the workspace box" in boxed.report(middle).describe()
+    assert free.check_motion(a, b) and not boxed.check_motion(a, b)
+    inside = np.array(a)
+    inside[0] = -0.5  # a short motion that stays out of the forward strip
+    dense = [inside + t * (a - inside) for t in np.linspace(0, 1, 50)]
+    assert all(xs(q).max() < box.max_m[0] - box.margin_m for q in dense) and boxed.check_motion(inside, a)
+    with pytest.raises(ValueError, match="empty"):
+        WorkspaceBox((0.0, 0.0, 0.0), (0.001, 1.0, 1.0))
