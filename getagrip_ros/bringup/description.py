@@ -43,6 +43,8 @@ class LaunchArgument:
     """The parameters get the argument's boolean negation (publish_robot -> publish_camera_tf)."""
     profiles: tuple[str, ...] = ()
     """Profiles that declare it; () = every profile with one of its target nodes."""
+    list_targets: tuple[tuple[str, str], ...] = ()
+    """(node name, dotted parameter name) pairs that get the argument as a one-element list of strings."""
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,10 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
                    (("plan_grasp", "models.bps_sampler"),)),
     LaunchArgument("fixed_grasps", "shipped", "fixed grasp set (a file or 'shipped')", (("plan_grasp", "models.fixed_grasps"),)),
     LaunchArgument("trials_dir", "~/getagrip_trials", "where trial bags go", (("grasp_task", "task.trials_dir"),)),
-    LaunchArgument("work_dir", "~/getagrip_trials/work", "each trial's capture, NeRF and mesh (<work_dir>/<trial>/)",
-                   (("grasp_task", "task.work_dir"),)),
+    LaunchArgument("work_dir", "~/getagrip_trials/work", "each trial's capture, NeRF and mesh (<work_dir>/<trial>/); "
+                   "goal paths (NeRF runs, datasets, output folders, meshes) must lie under it",
+                   (("grasp_task", "task.work_dir"),),
+                   list_targets=tuple((n, "data_roots") for n in ("robot", "train_nerf", "extract_object", "plan_grasp"))),
     LaunchArgument("device", "cpu", "torch device of the learned models and NeRFs (cpu or cuda)",
                    (("plan_grasp", "device"), ("train_nerf", "device"), ("extract_object", "device"))),
     LaunchArgument("publish_robot", "true", "ros2 launch: also run robot_state_publisher with the FR3 + Allegro + ZED 2i "
@@ -131,7 +135,8 @@ def arguments_for(prof: Profile) -> tuple[LaunchArgument, ...]:
     names = {n.name for n in prof.nodes}
     out = []
     for a in LAUNCH_ARGUMENTS:
-        declared = prof.name in a.profiles if a.profiles else any(n in names or n == ALL_NODES for n, _ in a.targets)
+        declared = prof.name in a.profiles if a.profiles else any(n in names or n == ALL_NODES
+                                                                   for n, _ in a.targets + a.list_targets)
         if declared:
             out.append(replace(a, default=prof.defaults.get(a.name, a.default)))
     return tuple(out)
@@ -163,4 +168,7 @@ def node_parameters(prof: Profile, arguments: dict[str, object]) -> dict[str, di
         for node, parameter in argument.targets:
             for target in (out if node == ALL_NODES else [node] if node in out else []):
                 out[target][parameter] = value
+        for node, parameter in argument.list_targets:
+            if node in out:
+                out[node][parameter] = [value]
     return out

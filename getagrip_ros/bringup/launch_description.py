@@ -42,6 +42,9 @@ def profile_launch_description(profile_name: str):
             for target, parameter in a.targets:
                 if target in (node.name, ALL_NODES):
                     overrides[parameter] = _value(a, LaunchConfiguration, PythonExpression)
+            for target, parameter in a.list_targets:
+                if target == node.name:  # launch_ros: a list of lists of substitutions is a list of strings
+                    overrides[parameter] = [[LaunchConfiguration(a.name)]]
         entities.append(Node(package="getagrip_ros", executable=node.executable, name=node.name, output="screen",
                              parameters=[str(share / "config" / node.params_file), overrides]))
     return LaunchDescription(entities)

@@ -5,6 +5,7 @@
     getagrip trials summarize DIR
     getagrip trials report BAG [--out report.png]
     getagrip trials compare A B [--out DIR]      (the same trials run two ways: do the outcomes agree?)
+    getagrip trials recover BAG                  (a bag cut off by a crash -> a complete, indexed bag)
 """
 
 from __future__ import annotations
@@ -58,11 +59,25 @@ def _bringup(args: argparse.Namespace) -> int:
     os._exit(0)
 
 
+def _check_benchmark_options(args: argparse.Namespace) -> None:
+    """The options' values, before any protocol is built (ValueError naming the option and what is valid)."""
+    from getagrip_ros.task.config import PERCEPTION_BACKENDS
+
+    for option, value in (("--trials", args.trials), ("--num-images", args.num_images), ("--num-grasps", args.num_grasps)):
+        if value < 1:
+            raise ValueError(f"{option} must be >= 1, got {value}")
+    if args.perception not in PERCEPTION_BACKENDS:
+        raise ValueError(f"unknown --perception {args.perception!r}; known: {', '.join(PERCEPTION_BACKENDS)}")
+    if not [m for m in args.methods.split(",") if m.strip()]:
+        raise ValueError("--methods is empty; give sampler+evaluator,... (e.g. fixed+geometry)")
+
+
 def _benchmark(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from getagrip_ros.status import StatusCode
-    from getagrip_ros.task.benchmark import BenchmarkProtocol, load_protocol, resolve_objects, run_benchmark
+    from getagrip_ros.task.benchmark import (BenchmarkProtocol, check_protocol, load_protocol, resolve_objects,
+                                             run_benchmark)
     from getagrip_ros.task.config import GraspTaskConfig
 
     if args.protocol:
@@ -70,32 +85,62 @@ def _benchmark(args: argparse.Namespace) -> int:
     else:
         if not args.objects:
             raise ValueError("give --objects (a named set, a folder of meshes or names) or --protocol")
+        _check_benchmark_options(args)
         task = GraspTaskConfig(perception=args.perception, num_images=args.num_images, num_grasps=args.num_grasps)
-        protocol = BenchmarkProtocol(objects=resolve_objects(args.objects), methods=tuple(args.methods.split(",")),
+        methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+        protocol = BenchmarkProtocol(objects=resolve_objects(args.objects), methods=methods,
                                      trials_per_object=args.trials, task=task)
-    total = len(protocol.objects) * len(protocol.methods) * protocol.trials_per_object
+    check_protocol(protocol)  # everything is checked before anything is prepared, captured or started
+    per_object = len(protocol.methods) * protocol.trials_per_object
     print(f"[benchmark] protocol {protocol.hash()}: {len(protocol.objects)} objects x {len(protocol.methods)} methods x "
           f"{protocol.trials_per_object} trials -> {args.out}")
-    with tqdm(total=total, unit="trial", desc="benchmark") as bar:
+    with tqdm(total=len(protocol.objects) * per_object, unit="trial", desc="benchmark") as bar:
         def on_trial(name: str, result) -> None:  # a TaskResult (in_process) or a GraspObject result (ros)
             status = result.status if isinstance(result.status, StatusCode) else StatusCode(result.status.code)
             reason = getattr(result, "reason", None) or result.status.reason
             bar.update(1)
             bar.write(f"  {name}: {'LIFTED' if result.success else 'failed'} ({status.name}: {reason[:90]})")
 
-        results = run_benchmark(protocol, args.out, on_trial, mode=args.mode, log=bar.write)
+        def on_skip(obj: str, reason: str) -> None:  # an object that cannot be prepared: its trials are not run
+            bar.total -= per_object
+            bar.refresh()
+
+        results = run_benchmark(protocol, args.out, on_trial, mode=args.mode, log=bar.write, on_skip=on_skip)
     bar.close()
     for method, m in sorted(results["summary"]["methods"].items()):
         print(f"  {method:<18} {m['successes']:3d}/{m['trials']:<3d} = {100 * m['success_rate']:5.1f}%")
+    for s in results["skipped"]:
+        print(f"  {'skipped':<18} {s['object']}: {s['reason']}")
     print(f"[benchmark] results: {Path(args.out) / 'results.json'}, {results['plot']}")
     return 0
 
 
 def _trials(args: argparse.Namespace) -> int:
+    """The trials subcommands; a path that holds no trial bag is refused with exit code 2 and one line naming it."""
+    try:
+        return _trials_command(args)
+    except (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as err:
+        reason = " ".join(str(err).split())  # one line
+        print(f"getagrip trials {args.trials_command}: {reason}", file=sys.stderr)
+        return 2
+
+
+def _folder_of_bags(folder: Path) -> Path:
+    from getagrip_ros.trials.summary import find_bags
+
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder of trial bags" if folder.exists() else
+                                f"{folder}: no such folder")
+    if not find_bags(folder):
+        raise FileNotFoundError(f"no trial bags (*.mcap) under {folder}")
+    return folder
+
+
+def _trials_command(args: argparse.Namespace) -> int:
     if args.trials_command == "summarize":
         from getagrip_ros.trials.summary import format_table, summarize_folder
 
-        rows, summary, plot = summarize_folder(args.folder, args.out)
+        rows, summary, plot = summarize_folder(_folder_of_bags(args.folder), args.out)
         print(format_table(rows))
         for method, m in sorted(summary["methods"].items()):
             print(f"{method:<18} {m['successes']}/{m['trials']} = {100 * m['success_rate']:.1f}%")
@@ -108,14 +153,28 @@ def _trials(args: argparse.Namespace) -> int:
     if args.trials_command == "compare":
         from getagrip_ros.trials.compare import format_markdown, write_comparison
 
+        _folder_of_bags(args.a), _folder_of_bags(args.b)
         out = args.out or Path(args.b) / "agreement"
         report = write_comparison(args.a, args.b, out, args.a_name, args.b_name)
         print(format_markdown(report, args.a_name, args.b_name))
         print(f"{report['agree']} of {report['compared']} trials agree; wrote {out / 'agreement.json'}, {out / 'agreement.md'}")
         return 0
+    if args.trials_command == "recover":
+        from getagrip_ros.trials.bag import recover_bag
+
+        done = recover_bag(args.bag)
+        if not done.rewritten:
+            print(f"{done.path}: complete already (closed by its writer, or recovered before; {done.messages} "
+                  "messages); nothing to do")
+        else:
+            how = f"it was cut short ({done.cut_short})" if done.cut_short else "it had not been closed"
+            print(f"recovered {done.path}: {done.messages} messages on {len(done.topics)} topics, "
+                  f"{done.record_span_s:.1f} s of record time; {how}; now a complete indexed bag with its metadata.yaml")
+        return 0
     from getagrip_ros.trials.report import write_report
 
-    print(f"wrote {write_report(args.bag, args.out or Path(args.bag) / 'report.png')}")
+    bag = Path(args.bag)
+    print(f"wrote {write_report(bag, args.out or (bag if bag.is_dir() else bag.parent) / 'report.png')}")
     return 0
 
 
@@ -162,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--a-name", default="A")
     comp.add_argument("--b-name", default="B")
     comp.add_argument("--out", type=Path, help="where agreement.json / agreement.md go (default: B/agreement)")
+    rec = tsub.add_parser("recover", help="rewrite a bag cut off by a crash into a complete, indexed one (with a "
+                                          "correct metadata.yaml); a bag its writer closed is left as it is")
+    rec.add_argument("bag", type=Path)
     trials.set_defaults(run=_trials)
 
     args = parser.parse_args(argv)

@@ -71,6 +71,25 @@ def _config_from_dict(cls: type, values: dict):
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
+def _check_config(config) -> None:
+    """Sizes and flags of a model config must have their declared types, and sizes must be positive."""
+    for f in dataclasses.fields(config):
+        value, default = getattr(config, f.name), f.default
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+        elif isinstance(default, tuple):
+            ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+        else:
+            ok = True
+        if not ok:
+            raise CheckpointError(f"the {type(config).__name__} field {f.name} = {value!r} is not a valid "
+                                  f"{type(default).__name__}{' > 0' if isinstance(default, int) and not isinstance(default, bool) else ''}")
+
+
 def save_checkpoint(path: str | Path, kind: str, model: nn.Module, config, *, bps_basis: np.ndarray | None = None,
                     grasp_mean: torch.Tensor | None = None, grasp_std: torch.Tensor | None = None,
                     training_state: dict | None = None, metadata: dict | None = None) -> Path:
@@ -146,28 +165,36 @@ def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.dev
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad checkpoint
         raise CheckpointError(f"cannot read checkpoint {path}: {type(err).__name__}: {err}") from err
-    if isinstance(data, dict) and data.get("format") == FORMAT:
-        if data.get("version") != VERSION:
-            raise CheckpointError(f"{path}: checkpoint version {data.get('version')}, this build reads {VERSION}")
-        found = data.get("kind")
-        if found not in MODELS:
-            raise CheckpointError(f"{path}: unknown model kind {found!r}")
-        state_dict, config = data["state_dict"], _config_from_dict(MODELS[found][1], data["config"])
-        extras = {k: data.get(k) for k in ("grasp_mean", "grasp_std", "training_state")}
-        basis = None if data.get("bps_basis") is None else data["bps_basis"].numpy()
-        metadata, source = data.get("metadata") or {}, "getagrip"
-    else:
-        found, state_dict, config = _public_layout(data)
-        extras, basis, metadata, source = {}, None, {}, "public"
-    if kind is not None and kind != found:
-        raise CheckpointError(f"{path} holds a {found}, not a {kind}")
-    model = MODELS[found][0](config)
-    try:
+    found = "model"
+    try:  # a layout with missing keys, 0-d weights or impossible sizes is a bad file, whatever the exception
+        if isinstance(data, dict) and data.get("format") == FORMAT:
+            if data.get("version") != VERSION:
+                raise CheckpointError(f"{path}: checkpoint version {data.get('version')}, this build reads {VERSION}")
+            found = data.get("kind")
+            if found not in MODELS:
+                raise CheckpointError(f"{path}: unknown model kind {found!r}")
+            state_dict, config = data["state_dict"], _config_from_dict(MODELS[found][1], data["config"])
+            _check_config(config)
+            extras = {k: data.get(k) for k in ("grasp_mean", "grasp_std", "training_state")}
+            basis = None if data.get("bps_basis") is None else np.asarray(data["bps_basis"].numpy(), np.float32)
+            if basis is not None and (basis.ndim != 2 or basis.shape[1] != 3 or not np.isfinite(basis).all()):
+                raise CheckpointError(f"{path}: the BPS basis is not a finite (N, 3) array (shape {basis.shape})")
+            metadata, source = data.get("metadata") or {}, "getagrip"
+        else:
+            found, state_dict, config = _public_layout(data)
+            extras, basis, metadata, source = {}, None, {}, "public"
+        if kind is not None and kind != found:
+            raise CheckpointError(f"{path} holds a {found}, not a {kind}")
+        model = MODELS[found][0](config)
         model.load_state_dict(state_dict, strict=True)
+        model.to(device).eval()
+        mean, std = (None if extras.get(k) is None else extras[k].to(device) for k in ("grasp_mean", "grasp_std"))
+    except CheckpointError as err:
+        raise CheckpointError(str(err) if str(path) in str(err) else f"{path}: {err}") from err
     except RuntimeError as err:
-        raise CheckpointError(f"{path}: weights do not match the {found} model: {err}") from err
-    model.to(device).eval()
-    mean, std = (None if extras.get(k) is None else extras[k].to(device) for k in ("grasp_mean", "grasp_std"))
+        raise CheckpointError(f"{path}: weights do not match the {found} model: {str(err)[:500]}") from err
+    except Exception as err:  # noqa: BLE001 - KeyError, IndexError, TypeError, AttributeError... of a malformed file
+        raise CheckpointError(f"{path}: malformed {found} checkpoint: {type(err).__name__}: {str(err)[:300]}") from err
     return LoadedModel(found, model, config, basis, mean, std,
                        extras.get("training_state"), metadata, source)
 

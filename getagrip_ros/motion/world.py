@@ -142,9 +142,13 @@ def load_object_mesh(path: str) -> ObjectMesh:
     import trimesh
 
     try:
-        mesh = trimesh.load(path, force="mesh")
+        mesh = trimesh.load(path, force="mesh", process=False)  # as written: processing drops NaN vertices silently
     except Exception as err:  # noqa: BLE001 - trimesh raises many kinds
         raise ValueError(f"cannot read the object mesh {path!r}: {type(err).__name__}: {err}") from None
+    bad = ~np.isfinite(np.asarray(mesh.vertices)).all(axis=1)
+    if bad.any():
+        raise ValueError(f"the object mesh {path!r} has {int(bad.sum())} vertices with NaN or inf")
+    mesh.process()
     if len(mesh.faces) == 0:
         raise ValueError(f"the object mesh {path!r} has no faces")
     return ObjectMesh("object", np.asarray(mesh.vertices), np.asarray(mesh.faces), np.eye(4))

@@ -28,6 +28,10 @@ MESH_FILE_SUFFIXES = (".obj", ".stl", ".ply", ".glb")
 DEFAULT_CACHE_DIR = Path("~/.cache/getagrip_ros/convex")
 DEBRIS_VOLUME_M3 = 1e-9
 """Closed shells of a multi-shell mesh enclosing less than this (1 mm^3: flat or sliver debris) are dropped."""
+FLAT_THICKNESS_FRACTION = 1e-6
+"""An open mesh thinner than this fraction of its size (along its principal axes) is flat: it is not repaired."""
+MIN_KEPT_AREA_FRACTION = 0.8
+"""A hole repair that keeps less of the mesh's surface than this (it dropped parts it could not fix) is refused."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,19 @@ def _without_duplicates_and_membranes(mesh: trimesh.Trimesh) -> np.ndarray:
     return keep
 
 
+def _cleaned(mesh: trimesh.Trimesh, by_position: bool = False) -> trimesh.Trimesh:
+    """Copy with merged vertices (by_position: also those that differ only in texture coordinates or normals),
+    without degenerate or duplicate faces or membranes, and without texture or colours (geometry is all that is
+    used, and trimesh would copy a texture image into every piece it splits off)."""
+    mesh = mesh.copy()
+    mesh.merge_vertices(merge_tex=by_position, merge_norm=by_position)
+    mesh.visual = trimesh.visual.ColorVisuals()
+    mesh.update_faces(mesh.nondegenerate_faces())
+    mesh.update_faces(_without_duplicates_and_membranes(mesh))
+    mesh.remove_unreferenced_vertices()
+    return mesh
+
+
 def _fuse_shells(shells: list[trimesh.Trimesh], gap_m: float) -> trimesh.Trimesh:
     """Union of closed shells, each first pushed out by up to gap_m / 2 along its vertex normals."""
     inflated = []
@@ -187,38 +204,106 @@ def _fuse_shells(shells: list[trimesh.Trimesh], gap_m: float) -> trimesh.Trimesh
     return trimesh.boolean.union(inflated, engine="manifold")
 
 
+def _close_with_meshfix(mesh: trimesh.Trimesh, name: str) -> trimesh.Trimesh:
+    """MeshFix (pymeshfix) on a mesh that is still open: every hole filled with a refined patch, non-manifold
+    parts, degenerate and self-intersecting triangles removed and the gaps closed again. Returns its result,
+    closed or not (the caller checks); ObjectRejected if MeshFix fails or throws away most of the surface."""
+    import pymeshfix
+
+    centred = mesh.vertices - mesh.vertices.mean(axis=0)
+    axes = np.linalg.svd(centred, full_matrices=False)[2]
+    spans = np.ptp(centred @ axes.T, axis=0)  # along the principal axes, largest first
+    if spans[2] <= FLAT_THICKNESS_FRACTION * spans[0]:  # nothing to enclose (and MeshFix can loop for long on it)
+        raise ObjectRejected(f"{name}: mesh is not watertight ({_defects(mesh)}) and flat ({spans[2]:.3g} m thick, "
+                             f"{spans[0]:.3g} m across): no repair can make it a solid")
+    fix = pymeshfix.PyTMesh()
+    fix.set_quiet(True)
+    try:
+        fix.load_array(np.ascontiguousarray(mesh.vertices, dtype=np.float64),
+                       np.ascontiguousarray(mesh.faces, dtype=np.int32))
+        fix.fill_small_boundaries(0, True)  # 0: every hole, whatever its number of edges
+        fix.clean(10, 3)
+        vertices, faces = fix.return_arrays()
+    except Exception as exc:  # noqa: BLE001 - MeshFix raises RuntimeError and others on broken input
+        raise ObjectRejected(f"{name}: mesh is not watertight and MeshFix cannot repair it "
+                             f"({type(exc).__name__}: {exc}; before: {_defects(mesh)})") from exc
+    repaired = trimesh.Trimesh(vertices, faces)
+    if len(repaired.faces) < 4:
+        raise ObjectRejected(f"{name}: mesh is not watertight and nothing is left after repair "
+                             f"({_defects(mesh)} before)")
+    if repaired.area < MIN_KEPT_AREA_FRACTION * mesh.area:
+        raise ObjectRejected(f"{name}: mesh is not watertight ({_defects(mesh)}) and its repair would drop "
+                             f"{100 * (1 - repaired.area / mesh.area):.0f}% of its surface")
+    return repaired
+
+
+def _solid_of_closed_shells(mesh: trimesh.Trimesh, name: str, gap_m: float) -> trimesh.Trimesh:
+    """A mesh that is open, or of several pieces, made only of closed shells (they may share edges): the shells
+    fused into one solid, debris dropped. Any other mesh is returned as it is."""
+    if mesh.is_watertight and mesh.body_count == 1:
+        return mesh
+    shells = mesh.split(only_watertight=False)
+    if len(shells) < 2 or not all(shell.is_watertight for shell in shells):
+        return mesh
+    with np.errstate(divide="ignore", invalid="ignore"):  # trimesh divides by the volume of flat shells
+        solid = [shell for shell in shells if abs(shell.volume) >= DEBRIS_VOLUME_M3]
+    if not solid:
+        raise ObjectRejected(f"{name}: all its {len(shells)} closed shells are debris (< 1 mm^3 each)")
+    try:
+        return solid[0] if len(solid) == 1 else _fuse_shells(solid, gap_m)
+    except Exception as exc:  # the boolean engine fails in many ways on shells that are not proper volumes
+        raise ObjectRejected(f"{name}: cannot fuse its {len(solid)} closed shells into one "
+                             f"solid ({type(exc).__name__}: {exc})") from exc
+
+
 def make_watertight(mesh: trimesh.Trimesh, name: str, min_volume_m3: float = 1e-7,
                     shell_merge_gap_m: float = 2e-4) -> trimesh.Trimesh:
     """Repaired copy: merged vertices, no degenerate or duplicate faces, holes filled, one closed
     outward-wound solid.
 
-    Walls shared by two shells stored face to face are removed. A mesh made of several closed shells
-    that touch (e.g. stored as convex pieces) is fused into one solid; shells are first grown by up to
-    shell_merge_gap_m / 2, so touching shells overlap, and debris shells (< DEBRIS_VOLUME_M3) dropped.
-    Raises ObjectRejected if the result is not a single closed solid of positive volume.
+    Walls shared by two shells stored face to face are removed, holes of 3 or 4 edges filled (trimesh). A
+    mesh made of several closed shells that touch (e.g. stored as convex pieces) is fused into one solid;
+    shells are first grown by up to shell_merge_gap_m / 2, so touching shells overlap, and debris shells
+    (< DEBRIS_VOLUME_M3) dropped. A mesh that this does not make a valid solid is repaired harder from the
+    source: its vertices merged by position alone (a textured or flat-shaded file keeps them apart along its
+    seams), and if it is still open (larger holes, as scans have; non-manifold edges), MeshFix
+    (`_close_with_meshfix`) fills every hole and removes self-intersections. A mesh that the first way makes a
+    solid is left exactly as it was. Raises ObjectRejected if the result is not a single closed solid of
+    positive volume.
     """
-    mesh = mesh.copy()
-    mesh.merge_vertices()
-    mesh.update_faces(mesh.nondegenerate_faces())
-    mesh.update_faces(_without_duplicates_and_membranes(mesh))
-    mesh.remove_unreferenced_vertices()
-    if len(mesh.faces) < 4:
-        raise ObjectRejected(f"{name}: mesh is degenerate ({len(mesh.faces)} valid triangles)")
-    trimesh.repair.fill_holes(mesh)
-    if not mesh.is_watertight or mesh.body_count > 1:
-        shells = mesh.split(only_watertight=False)
-        if len(shells) > 1 and all(shell.is_watertight for shell in shells):
-            with np.errstate(divide="ignore", invalid="ignore"):  # trimesh divides by the volume of flat shells
-                solid = [shell for shell in shells if abs(shell.volume) >= DEBRIS_VOLUME_M3]
-            if not solid:
-                raise ObjectRejected(f"{name}: all its {len(shells)} closed shells are debris (< 1 mm^3 each)")
-            try:
-                mesh = solid[0] if len(solid) == 1 else _fuse_shells(solid, shell_merge_gap_m)
-            except Exception as exc:  # the boolean engine fails in many ways on shells that are not proper volumes
-                raise ObjectRejected(f"{name}: cannot fuse its {len(solid)} closed shells into one "
-                                     f"solid ({type(exc).__name__}: {exc})") from exc
-    if not mesh.is_watertight:
-        raise ObjectRejected(f"{name}: mesh is not watertight after repair ({_defects(mesh)})")
+    first = _cleaned(mesh)
+    if len(first.faces) < 4:
+        raise ObjectRejected(f"{name}: mesh is degenerate ({len(first.faces)} valid triangles)")
+    trimesh.repair.fill_holes(first)
+    first = _solid_of_closed_shells(first, name, shell_merge_gap_m)
+    if not first.is_watertight:
+        return _repaired(mesh, name, min_volume_m3, shell_merge_gap_m)
+    try:
+        return _checked_solid(first, name, min_volume_m3)
+    except ObjectRejected as closed_but_invalid:  # not one solid of volume: the stronger repair may still make one
+        try:
+            return _repaired(mesh, name, min_volume_m3, shell_merge_gap_m)
+        except ObjectRejected:
+            raise closed_but_invalid from None  # the reason of the closed mesh says more
+
+
+def _repaired(mesh: trimesh.Trimesh, name: str, min_volume_m3: float, shell_merge_gap_m: float) -> trimesh.Trimesh:
+    """make_watertight's stronger repair: vertices merged by position, trimesh's hole filling, then MeshFix."""
+    repaired = _cleaned(mesh, by_position=True)
+    if len(repaired.faces) < 4:
+        raise ObjectRejected(f"{name}: mesh is degenerate ({len(repaired.faces)} valid triangles with its vertices "
+                             "merged by position)")
+    trimesh.repair.fill_holes(repaired)
+    if not repaired.is_watertight:
+        repaired = _close_with_meshfix(repaired, name)
+    repaired = _solid_of_closed_shells(repaired, name, shell_merge_gap_m)
+    if not repaired.is_watertight:
+        raise ObjectRejected(f"{name}: mesh is not watertight after repair ({_defects(repaired)})")
+    return _checked_solid(repaired, name, min_volume_m3)
+
+
+def _checked_solid(mesh: trimesh.Trimesh, name: str, min_volume_m3: float) -> trimesh.Trimesh:
+    """A closed mesh wound outwards, if it is one piece enclosing at least min_volume_m3 (else ObjectRejected)."""
     with np.errstate(divide="ignore", invalid="ignore"):  # a flat mesh: trimesh divides by its zero volume
         trimesh.repair.fix_normals(mesh)
     if mesh.body_count != 1:

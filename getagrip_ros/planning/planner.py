@@ -38,6 +38,8 @@ EVALUATORS = ("none", "bps", "nerf", "geometry", "bps+geometry")
 """Grasp evaluators by name; ``bps+geometry`` ranks by the mean of the two predictions."""
 BPS_SIZE = 4096
 MAX_GRASPS = 10_000
+MAX_BPS_DISTANCE_M = 2.0
+"""Largest BPS value accepted: from the 0.3 m basis ball, nothing on the table is farther."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,16 @@ class GraspPlannerConfig:
     closing: ClosingConfig = field(default_factory=ClosingConfig)
     device: str = "cpu"
     """Where the learned models run (cpu or cuda:N)."""
+    max_plan_time_s: float = 600.0
+    """Ceiling on one plan, whatever its timeout_s (0 there means this)."""
+    max_refinement_iterations: int = 5000
+    """Ceiling on a request's refinement_iterations (more is refused)."""
+    object_region_min_m: tuple[float, float, float] = (-2.0, -2.0, -0.05)
+    """Lowest x, y, z a point of the object may have (the table top is z = 0; a cloud under it is refused)."""
+    object_region_max_m: tuple[float, float, float] = (2.0, 2.0, 1.5)
+    """Highest x, y, z a point of the object may have."""
+    object_extent_range_m: tuple[float, float] = (0.005, 1.0)
+    """Smallest and largest extent (the longest side of its bounding box) a graspable object may have."""
 
 
 @dataclass
@@ -104,7 +116,7 @@ class PlanRequest:
     refinement_iterations: int = 50
     seed: int = 0
     timeout_s: float = 0.0
-    """0 = no limit."""
+    """0 = no limit but the planner's max_plan_time_s."""
 
 
 @dataclass
@@ -144,16 +156,18 @@ STAGE_PROGRESS = {"object": 0.0, "sampling": 0.05, "filtering": 0.35, "evaluatio
                   "closing_targets": 0.95}
 
 
-def validate_request(request: PlanRequest, min_points: int) -> None:
-    """Raise StageError(INVALID_GOAL) naming what is wrong with the request."""
+def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
+    """Raise StageError(INVALID_GOAL) naming what is wrong with the request (or what describes no real object)."""
+    min_points = config.min_points
     sources = [n for n, v in (("point cloud", request.points_m), ("BPS", request.bps),
                               ("NeRF", request.nerf_config_path)) if v is not None]
     if len(sources) != 1:
         raise StageError(StatusCode.INVALID_GOAL, f"give exactly one object source, got {sources or 'none'}")
     if not 1 <= request.num_grasps <= MAX_GRASPS:
         raise StageError(StatusCode.INVALID_GOAL, f"num_grasps must be in [1, {MAX_GRASPS}], got {request.num_grasps}")
-    if request.refinement_iterations < 0:
-        raise StageError(StatusCode.INVALID_GOAL, f"refinement_iterations must be >= 0, got {request.refinement_iterations}")
+    if not 0 <= request.refinement_iterations <= config.max_refinement_iterations:
+        raise StageError(StatusCode.INVALID_GOAL, f"refinement_iterations must be in [0, {config.max_refinement_iterations}]"
+                         f" (max_refinement_iterations), got {request.refinement_iterations}")
     if not (request.timeout_s >= 0 and math.isfinite(request.timeout_s)):
         raise StageError(StatusCode.INVALID_GOAL, f"timeout_s must be finite and >= 0, got {request.timeout_s}")
     for kind, name, known in (("sampler", request.sampler, SAMPLERS), ("evaluator", request.evaluator, EVALUATORS)):
@@ -168,15 +182,29 @@ def validate_request(request: PlanRequest, min_points: int) -> None:
         bad = ~np.isfinite(pts).all(axis=1)
         if bad.any():
             raise StageError(StatusCode.INVALID_GOAL, f"point cloud has {int(bad.sum())} points with NaN or inf")
+        low, high = np.asarray(config.object_region_min_m), np.asarray(config.object_region_max_m)
+        outside = ~((pts >= low) & (pts <= high)).all(axis=1)
+        if outside.any():
+            raise StageError(StatusCode.INVALID_GOAL, f"{int(outside.sum())} of {len(pts)} points lie outside the "
+                             f"region an object on the table can occupy ({low.tolist()} to {high.tolist()} m in "
+                             f"{request.frame_id!r}; the table top is z = 0), e.g. {pts[outside][0].round(3).tolist()}")
+        extent = float((pts.max(axis=0) - pts.min(axis=0)).max())
+        smallest, largest = config.object_extent_range_m
+        if not smallest <= extent <= largest:
+            raise StageError(StatusCode.INVALID_GOAL, f"the points span {extent * 1000:.1f} mm; a graspable object "
+                             f"spans {smallest * 1000:.0f}-{largest * 1000:.0f} mm (object_extent_range_m)")
     if request.bps is not None:
         bps = np.asarray(request.bps)
         if bps.shape != (BPS_SIZE,):
             raise StageError(StatusCode.INVALID_GOAL, f"BPS must have {BPS_SIZE} values, got shape {bps.shape}")
-        if not np.isfinite(bps).all() or (bps < 0).any():
-            raise StageError(StatusCode.INVALID_GOAL, "BPS values must be finite distances >= 0")
-        if not (request.bps_centroid_height_m > 0 and math.isfinite(request.bps_centroid_height_m)):
+        if not np.isfinite(bps).all() or (bps < 0).any() or (bps > MAX_BPS_DISTANCE_M).any():
+            worst = bps[np.argmax(np.where(np.isfinite(bps), np.abs(bps - MAX_BPS_DISTANCE_M / 2), np.inf))]
+            raise StageError(StatusCode.INVALID_GOAL, f"BPS values must be finite distances >= 0 and <= "
+                             f"{MAX_BPS_DISTANCE_M} m (the basis is a 0.3 m ball above the table), e.g. got {worst:.3g}")
+        height = request.bps_centroid_height_m
+        if not (0 < height <= config.object_region_max_m[2] and math.isfinite(height)):
             raise StageError(StatusCode.INVALID_GOAL, "a BPS goal needs the object centroid's height above the table "
-                             f"(bps_centroid_height_m > 0), got {request.bps_centroid_height_m}")
+                             f"(0 < bps_centroid_height_m <= {config.object_region_max_m[2]} m), got {height}")
     if request.nerf_config_path is not None and not Path(request.nerf_config_path).is_file():
         raise StageError(StatusCode.INVALID_GOAL, f"NeRF config not found: {request.nerf_config_path}")
     if request.sampler == "heuristic" and request.bps is not None:
@@ -225,10 +253,12 @@ class GraspPlanner:
                 raise StageError(StatusCode.INTERNAL_ERROR, f"{what}: {err}") from err
         return self._models[kind]
 
-    def preload(self) -> list[str]:
-        """Load every configured model and grasp set now (a shipped one only when this install has it); returns
-        what was loaded. Raises StageError."""
-        loaded, m = [], self.config.models
+    def preload(self) -> tuple[list[str], dict[str, str]]:
+        """Load every configured model and grasp set now (a shipped one only when this install has it).
+
+        Returns what was loaded and, for each model that could not be, the reason (each is tried on its own: one
+        bad file leaves the others loaded, and goals that need it end with its reason)."""
+        loaded, failed, m = [], {}, self.config.models
 
         def wanted(setting: str, value: str) -> bool:  # configured, and not a shipped file this install lacks
             try:
@@ -236,15 +266,19 @@ class GraspPlanner:
             except ValueError:  # "shipped" for a model that never ships: loading it raises the reason
                 return True
 
-        for name, setting in (("diffusion", "bps_sampler"), ("fixed", "fixed_grasps")):
+        models = [(f"sampler {name}", setting, self._sampler, name)
+                  for name, setting in (("diffusion", "bps_sampler"), ("fixed", "fixed_grasps"))]
+        models += [(f"evaluator {name}", setting, self._evaluator, name)
+                   for name, setting in (("bps", "bps_evaluator"), ("nerf", "nerf_evaluator"),
+                                         ("geometry", "geometry_evaluator"))]
+        for label, setting, load, name in models:
             if wanted(setting, getattr(m, setting)):
-                self._sampler(name)
-                loaded.append(f"sampler {name}")
-        for name, setting in (("bps", "bps_evaluator"), ("nerf", "nerf_evaluator"), ("geometry", "geometry_evaluator")):
-            if wanted(setting, getattr(m, setting)):
-                self._evaluator(name)
-                loaded.append(f"evaluator {name}")
-        return loaded
+                try:
+                    load(name)
+                    loaded.append(label)
+                except StageError as err:
+                    failed[label] = err.reason
+        return loaded, failed
 
     def _sampler(self, name: str):
         cfg = self.config
@@ -275,15 +309,18 @@ class GraspPlanner:
         start = time.monotonic()
         report = progress or (lambda stage, fraction, best: None)
 
+        limit_s = min(request.timeout_s or math.inf, self.config.max_plan_time_s)
+
         def checkpoint() -> None:
             if should_cancel is not None and should_cancel():
                 raise StageError(StatusCode.CANCELED, "cancelled by the client")
-            if request.timeout_s > 0 and time.monotonic() - start > request.timeout_s:
-                raise StageError(StatusCode.TIMEOUT, f"timed out after {request.timeout_s:.1f} s")
+            if time.monotonic() - start > limit_s:
+                which = "" if limit_s == request.timeout_s else " (the planner's max_plan_time_s)"
+                raise StageError(StatusCode.TIMEOUT, f"timed out after {limit_s:.1f} s{which}")
 
         try:
             with timer.stage("validation"):
-                validate_request(request, self.config.min_points)
+                validate_request(request, self.config)
             planned, note = self._run(request, timer, report, checkpoint)
         except StageError as err:
             return PlanResult(err.code, err.reason, None, timer.durations_s)

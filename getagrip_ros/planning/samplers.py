@@ -19,6 +19,7 @@ from getagrip_ros.models.diffusion import DiffusionConfig, DiffusionSchedule, dd
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig, sample_heuristic_grasps
 from getagrip_ros.planning.object_input import PlanningObject
 from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.safe_files import load_npy_arrays
 from getagrip_ros.status import StageError, StatusCode
 
 StepFn = Callable[[float], None]
@@ -59,12 +60,17 @@ def load_grasp_set(path: str | Path) -> Grasp:
     path = Path(path)
     if not path.is_file():
         raise StageError(StatusCode.INTERNAL_ERROR, f"fixed grasp set not found: {path}")
+    if path.suffix not in (".npz", ".npy"):
+        raise StageError(StatusCode.INTERNAL_ERROR,
+                         f"cannot read the fixed grasp set {path}: expected our .npz or the public .npy dict")
     try:
         if path.suffix == ".npz":
-            with np.load(path) as data:
+            with np.load(path, allow_pickle=False) as data:
                 grasps = Grasp.from_vector(data["grasps"], "Oy")
-        else:
-            d = np.load(path, allow_pickle=True).item()
+        else:  # the public grasp-config dict: pickled, read by an unpickler that builds numpy arrays only
+            d = load_npy_arrays(path)
+            if not isinstance(d, dict):
+                raise ValueError(f"expected the public grasp-config dict, found a {type(d).__name__}")
             grasps = Grasp(d["trans"], d["rot"], d["joint_angles"], np.asarray(d["grasp_orientations"])[..., :, 2],
                            frame_id="Oy")
     except Exception as err:  # noqa: BLE001 - any reading problem is a bad file
@@ -72,6 +78,10 @@ def load_grasp_set(path: str | Path) -> Grasp:
                          f"{type(err).__name__}: {err}") from err
     if len(grasps) == 0:
         raise StageError(StatusCode.INTERNAL_ERROR, f"the fixed grasp set {path} is empty")
+    finite = np.isfinite(grasps.to_numpy_vector()).all(axis=1)
+    if not finite.all():
+        raise StageError(StatusCode.INTERNAL_ERROR, f"the fixed grasp set {path} has {int((~finite).sum())} of "
+                         f"{len(finite)} grasps with NaN or inf values")
     return grasps
 
 

@@ -17,6 +17,19 @@ finite values, waypoints at least 1 ms apart, the FR3 joint position limits and 
 is. Refusals are `ValueError`s that say why. While moving, `should_stop` is polled and the measured joints are
 sampled every poll period; tracking error is |trajectory(t) - measured(t)| on the robot's clock.
 
+Faults. libfranka's 1 kHz link fails now and then: on a loaded host or a kernel without PREEMPT_RT robot states
+arrive late or not at all, libfranka raises "UDP receive: Timeout" (a NetworkException) after about a second without
+one, franky raises "Net Exception" (a RuntimeError) once the link is gone, and the FR3 aborts the motion with a
+communication_constraints_violation reflex; a collision raises a reflex too. Any franky error is a fault: it is
+recorded (`faulted`, `last_fault`), and until it is cleared every call (`move`, `state`, `recover`) first recovers
+the arm: franky's automatic error recovery (`Robot.recover_from_errors`) on the same connection, or on a new one when
+that connection is dead. A motion also starts with a recovery when the robot reports an error (e.g. a reflex). One call absorbs `FrankyArmConfig.fault_retries` faults (recovering after each, waiting k x
+`retry_backoff_s` before the k-th retry); the next one raises `ArmConnectionError` naming the host and the last fault.
+A motion is never re-sent blindly: after a fault it is re-sent only if it had not got under way (the arm moved at most
+start_tolerance_rad during the failed try, the fault was a communication fault, not a reflex) and the recovered arm
+still starts where the plan does; otherwise the call returns a failed `MotionResult` saying why it was not re-sent
+(plan again from the measured joints).
+
 franky is imported only when a `FrankyArm` connects, so the rest of the project imports without it.
 Units: rad, rad/s, s, Nm.
 """
@@ -25,13 +38,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from getagrip_ros.robot.backend import RobotUnavailable
 from getagrip_ros.robot.description import ARM_JOINT_NAMES, FR3_LOWER_RAD, FR3_UPPER_RAD, FR3_VELOCITY_RAD_S
 from getagrip_ros.robot.interfaces import Arm, JointState, JointTrajectory, MotionResult, StopFn
+
+T = TypeVar("T")
 
 FRANKY_REQUIREMENT = "franky-control==2.0.0"
 #: FR3 joint velocity maxima (Franka's "Limits for Franka Research 3"; franky's default joint_velocity_limit),
@@ -44,14 +60,25 @@ _FRANKY_ERROR_NAMES = (
     "ModelException", "NetworkException", "ProtocolException", "RealtimeException", "InvalidMotionTypeException",
     "MotionReuseException", "ReactionRecursionException",
 )
+#: Words of a fault that lost the link rather than the motion: libfranka's connection errors, the Poco socket errors
+#: franky passes on as RuntimeError ("Net Exception", "Timeout", "I/O error", "Connection refused" / "reset by peer")
+#: and the FR3's reflex for missed commands. Only such a fault lets a motion that had not got under way be re-sent.
+COMMUNICATION_FAULT_WORDS = ("Net Exception", "Timeout", "I/O error", "Connection", "connection", "UDP", "TCP",
+                             "communication_constraints_violation")
 
 
 class FrankyNotInstalledError(ImportError):
     """franky (PyPI ``franky-control``) is not installed."""
 
 
-class ArmConnectionError(ConnectionError):
-    """The robot could not be reached or refused the connection."""
+class ArmConnectionError(ConnectionError, RobotUnavailable):
+    """The robot could not be reached or refused the connection, or it kept faulting: one call met more than
+    `FrankyArmConfig.fault_retries` faults (recovering after each). The message names the host and the last fault.
+    A `RobotUnavailable`, so a goal that meets it ends as a hardware error."""
+
+
+class RecoveryFailedError(RuntimeError):
+    """franky's automatic error recovery did not clear the robot's errors (one fault; retried like the others)."""
 
 
 @dataclass(frozen=True)
@@ -91,9 +118,18 @@ class FrankyArmConfig:
     """Dense trajectories (a time-parameterised path sampled every 10 ms) are thinned to waypoints at least this far
     apart, keeping every corner and rest point: franky plans each waypoint with Ruckig, and 10 ms segments are
     beyond the jerk limits, so the motion runs late and off the path."""
-    recover_errors: bool = False
-    """Run the robot's automatic error recovery when a motion starts with the robot in an error state (e.g.
-    after a collision reflex); False: fail the motion and leave recovery (`FrankyArm.recover`) to the caller."""
+    fault_retries: int = 2
+    """How many faults one call (`move`, `state`, `recover`) absorbs; the next one raises ArmConnectionError (naming
+    the host and the last fault). A fault: any franky error (e.g. a NetworkException when robot states stop
+    arriving, "Net Exception" on a dead link, a reflex), a failed reconnection, or an error recovery that did not clear
+    the errors. After each the call recovers the arm (franky's automatic error recovery; a new connection when the
+    old one is dead) and tries again: a state read is repeated; a motion is re-sent only if it had not got under way
+    (the arm moved at most start_tolerance_rad, the fault was one of the link, and the arm still starts where the plan
+    does), else the call returns a failed MotionResult saying why. 0: the first fault raises (the next call still
+    recovers first)."""
+    retry_backoff_s: float = 0.5
+    """Wait k * retry_backoff_s before a call's k-th retry (defaults: 0.5 s, then 1.0 s), so that a loaded host, the
+    network or the robot's controller has time to come back."""
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -105,7 +141,9 @@ class FrankyArmConfig:
                      "connect_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"FrankyArmConfig.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("settle_timeout_s", "max_overrun_s", "min_waypoint_spacing_s"):
+        if not isinstance(self.fault_retries, int) or isinstance(self.fault_retries, bool) or self.fault_retries < 0:
+            raise ValueError(f"FrankyArmConfig.fault_retries must be an int >= 0, got {self.fault_retries!r}")
+        for name in ("settle_timeout_s", "max_overrun_s", "min_waypoint_spacing_s", "retry_backoff_s"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"FrankyArmConfig.{name} must be >= 0, got {getattr(self, name)}")
         for name in ("lower_limits_rad", "upper_limits_rad", "velocity_limits_rad_s"):
@@ -238,11 +276,33 @@ def import_franky() -> Any:
     return franky
 
 
+@dataclass
+class _Attempt:
+    """What one try of a motion did (kept when it faults, to decide about re-sending and to report)."""
+
+    sent: bool = False
+    """The motion was handed to franky (it may have moved the arm)."""
+    outcome: str = ""
+    """"done" (franky finished it), "stopped", "overrun" or "" (still running when it faulted)."""
+    q_start: np.ndarray | None = None
+    t0_s: float = 0.0
+    times_s: list[float] = field(default_factory=list)
+    measured: list[np.ndarray] = field(default_factory=list)
+    fault: BaseException | None = None
+
+    def travel_rad(self, q_now: np.ndarray) -> float:
+        """Largest joint displacement from the try's start over its samples and q_now."""
+        if self.q_start is None:
+            return 0.0
+        return float(max([np.abs(q - self.q_start).max() for q in self.measured] + [np.abs(q_now - self.q_start).max()]))
+
+
 class FrankyArm(Arm):
     """The FR3 through franky. Connects on `connect()` or on first use; `close()` (or `with`) disconnects.
 
     `move` blocks until the trajectory ends, fails, or should_stop() / `stop()` stops it (the arm then
-    decelerates and holds still). `stop()` may be called from another thread while `move` runs.
+    decelerates and holds still). `stop()` may be called from another thread while `move` runs. After a fault
+    (`faulted`) the next call recovers the arm first; see the module docstring and `FrankyArmConfig.fault_retries`.
     """
 
     joint_names = ARM_JOINT_NAMES
@@ -253,14 +313,28 @@ class FrankyArm(Arm):
         self._robot: Any = None
         self._stop_requested = threading.Event()
         self._moving = False
+        self._fault: BaseException | None = None
+        self._last_fault: str | None = None
+        self._recovery_lock = threading.Lock()
 
     # -- connection ---------------------------------------------------------------------------
     @property
     def connected(self) -> bool:
         return self._robot is not None
 
+    @property
+    def faulted(self) -> bool:
+        """A fault has not been recovered from yet: the next call recovers first."""
+        return self._fault is not None
+
+    @property
+    def last_fault(self) -> str | None:
+        """The last fault met ("Type: message"), recovered from or not; None before the first."""
+        return self._last_fault
+
     def connect(self) -> None:
-        """Connect to the robot (no-op when connected); FrankyNotInstalledError or ArmConnectionError on failure."""
+        """Connect to the robot (no-op when connected); FrankyNotInstalledError or ArmConnectionError on failure.
+        A first connection is tried once (a wrong address should fail fast); reconnecting after a fault is retried."""
         if self._robot is not None:
             return
         franky = import_franky()
@@ -298,8 +372,10 @@ class FrankyArm(Arm):
         self._franky, self._robot = franky, outcome["robot"]
 
     def close(self) -> None:
-        """Disconnect (franky closes the connection when its Robot goes away)."""
+        """Disconnect (franky closes the connection when its Robot goes away). A later call connects afresh (and
+        recovers the robot first if it reports an error)."""
         self._robot = None
+        self._fault = None
 
     def __enter__(self) -> "FrankyArm":
         self.connect()
@@ -308,24 +384,110 @@ class FrankyArm(Arm):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _connected(self) -> Any:
-        self.connect()
-        return self._robot
-
     def _errors(self) -> tuple[type, ...]:
         found = [getattr(self._franky, n) for n in _FRANKY_ERROR_NAMES if isinstance(getattr(self._franky, n, None), type)]
         return tuple(found) + (RuntimeError,)
 
+    def _faults(self) -> tuple[type, ...]:
+        """What counts as a fault: franky's errors, a failed reconnection, a failed error recovery."""
+        return self._errors() + (ArmConnectionError, RecoveryFailedError)
+
+    def is_communication_fault(self, error: BaseException) -> bool:
+        """The fault lost the link (network, timing), not the motion (a reflex, the motion planner)."""
+        network = getattr(self._franky, "NetworkException", None)
+        if isinstance(error, ArmConnectionError) or (isinstance(network, type) and isinstance(error, network)):
+            return True
+        return any(word in str(error) for word in COMMUNICATION_FAULT_WORDS)
+
+    # -- faults -------------------------------------------------------------------------------
+    def _on_fault(self, error: BaseException, faults: int, what: str, wait: Callable[[float], Any] = time.sleep) -> None:
+        """Record a fault (calls recover first until it is cleared); ArmConnectionError when it is one too many for
+        this call, else wait before the next try."""
+        error.with_traceback(None)  # its frames would keep the faulted franky Robot, and so its connection, alive
+        self._fault, self._last_fault = error, f"{type(error).__name__}: {error}"
+        cfg = self.config
+        if faults > cfg.fault_retries:
+            raise ArmConnectionError(
+                f"the FR3 at {cfg.host} kept faulting while {what}: {faults} faults in one call, recovering after each "
+                f"(fault_retries = {cfg.fault_retries}); last fault: {self._last_fault}. Check the robot (Desk: errors, "
+                "e-stop, FCI) and the network; the next call recovers first") from error
+        wait(faults * cfg.retry_backoff_s)
+
+    def _with_retries(self, what: str, call: Callable[[], T]) -> T:
+        """call() until it returns, recovering after each fault (see FrankyArmConfig.fault_retries)."""
+        if self._fault is None:
+            self.connect()  # a first connection is not retried: ArmConnectionError says why it failed
+        faults = 0
+        while True:
+            try:
+                return call()
+            except self._faults() as e:
+                faults += 1
+                self._on_fault(e, faults, what)
+
+    def _recover_once(self) -> None:
+        """One recovery: franky's automatic error recovery on this connection, or on a new one when this one is
+        dead (libfranka admits one client: the dead one is dropped first). Clears the fault; raises (a fault) when
+        it does not work."""
+        with self._recovery_lock:
+            if self._robot is not None:
+                try:
+                    self._clear_errors(self._robot)
+                    return
+                except RecoveryFailedError:
+                    raise
+                except self._errors():
+                    pass  # the connection is dead: a new one below
+                self._robot = None
+            self.connect()
+            self._clear_errors(self._robot)
+
+    def _clear_errors(self, robot: Any) -> None:
+        if not robot.recover_from_errors():
+            raise RecoveryFailedError(f"franky's automatic error recovery failed ({self._robot_errors(robot)}); the FR3 "
+                                      "may need a person (e-stop or user stop released? Desk says why)")
+        if robot.has_errors:  # reads a fresh robot state: this also proves that the connection works
+            raise RecoveryFailedError(f"the FR3 still reports errors after automatic error recovery "
+                                      f"({self._robot_errors(robot)})")
+        self._fault = None
+
+    @staticmethod
+    def _robot_errors(robot: Any) -> str:
+        try:
+            return f"robot errors: {robot.state.current_errors}"
+        except Exception:  # noqa: BLE001 - only for the message
+            return "robot errors unknown"
+
+    def _ready(self, recover_robot_errors: bool) -> Any:
+        """The connected robot, recovered first after a fault (and, if asked, when it reports an error such as a
+        reflex). Faults propagate."""
+        if self._fault is None:
+            self.connect()
+            if not (recover_robot_errors and self._robot.has_errors):
+                return self._robot
+        self._recover_once()
+        return self._robot
+
     # -- state --------------------------------------------------------------------------------
     def state(self) -> JointState:
-        """Measured positions, velocities and link-side torques of fr3_joint1..7 (one robot state)."""
-        s = self._connected().state
+        """Measured positions, velocities and link-side torques of fr3_joint1..7 (one robot state). Recovers first
+        after a fault, and retries a failed read (fault_retries); while a `move` runs in another thread it reads once
+        (that move owns the recovery)."""
+        if self._moving and self._robot is not None:
+            return self._joint_state(self._robot.state)
+        return self._with_retries("reading the joint state", lambda: self._joint_state(self._ready(False).state))
+
+    @staticmethod
+    def _joint_state(s: Any) -> JointState:
         return JointState(ARM_JOINT_NAMES, np.array(s.q, dtype=float).reshape(-1), np.array(s.dq, dtype=float).reshape(-1),
                           np.array(s.tau_J, dtype=float).reshape(-1))
 
     def recover(self) -> bool:
-        """Run the robot's automatic error recovery (after a reflex); True when it succeeded."""
-        return bool(self._connected().recover_from_errors())
+        """Recover now, as the next call would after a fault: franky's automatic error recovery (e.g. after a
+        reflex), on a new connection when the old one is dead; retried (fault_retries), then ArmConnectionError.
+        Returns True."""
+        self._with_retries("recovering", self._recover_once)
+        return True
 
     # -- motion -------------------------------------------------------------------------------
     def check(self, trajectory: JointTrajectory) -> CheckedTrajectory:
@@ -333,50 +495,116 @@ class FrankyArm(Arm):
         return check_trajectory(trajectory, self.config)
 
     def stop(self) -> None:
-        """Stop now and hold still: ends a `move` running in another thread, or halts the arm if it is moving."""
+        """Stop now and hold still: ends a `move` running in another thread, or halts the arm if it is moving. With
+        a dead connection there is nothing to halt (libfranka's control loop has ended, and the FR3 stops itself when
+        commands stop coming); the fault is recorded and the next call recovers."""
         self._stop_requested.set()
-        if self._robot is None or self._moving:
+        robot = self._robot
+        if robot is None or self._moving or self._fault is not None:
             return
-        if self._robot.is_in_control:
-            self._halt(self._robot)
+        try:
+            if robot.is_in_control:
+                self._halt(robot)
+        except self._errors() as e:
+            self._fault, self._last_fault = e.with_traceback(None), f"{type(e).__name__}: {e}"
 
     def move(self, trajectory: JointTrajectory, should_stop: StopFn | None = None) -> MotionResult:
         """Follow the trajectory (blocking). Raises ValueError before moving if the trajectory is invalid or does
-        not start at the measured joints; robot errors during the motion come back as a failed MotionResult."""
+        not start at the measured joints. A fault during the motion is recovered from; the motion is re-sent only if
+        it had not got under way, else the result is a failed MotionResult saying why (see the module docstring).
+        ArmConnectionError after more than fault_retries faults in this call."""
         checked = self.check(trajectory)
-        robot = self._connected()
-        cfg, franky = self.config, self._franky
         self._stop_requested.clear()
+        if self._fault is None:
+            self.connect()  # a first connection is not retried
+        faults, faulted = 0, None  # faulted: the last try that faulted after its motion was sent
+        while True:
+            attempt = _Attempt()
+            try:
+                return self._move_once(checked, should_stop, attempt, faulted)
+            except self._faults() as e:
+                faults += 1
+                if attempt.sent:
+                    attempt.fault, faulted = e, attempt
+                self._on_fault(e, faults, "moving", self._stop_requested.wait)  # stop() cuts the wait short
+
+    def _result(self, checked: CheckedTrajectory, success: bool, reason: str, duration_s: float, final: np.ndarray,
+                worst: np.ndarray) -> MotionResult:
+        to = checked.to_trajectory_order
+        return MotionResult(success, reason, duration_s, final[to], np.maximum(worst, final)[to])
+
+    def _after_fault(self, checked: CheckedTrajectory, faulted: _Attempt, q_now: np.ndarray) -> MotionResult | None:
+        """After a try that faulted once its motion was sent, with the arm recovered at q_now: the result when the
+        motion must not be re-sent, None when it may be (it had not got under way and q_now is at the plan's start)."""
+        cfg = self.config
+        ref_t, ref_q = checked.times_ms / 1000.0, checked.positions_rad
+        fault = f"{type(faulted.fault).__name__}: {faulted.fault}"
+        t_last = faulted.times_s[-1] if faulted.times_s else 0.0
+        worst = (self._max_error(np.array(faulted.times_s), np.array(faulted.measured), ref_t, ref_q)
+                 if faulted.times_s else np.zeros(len(ARM_JOINT_NAMES)))
+        final = np.abs(self._reference(ref_t, ref_q, t_last) - q_now)
+        if faulted.outcome == "stopped":
+            return self._result(checked, False, f"stopped on request (then a robot fault, {fault}; recovered)", t_last,
+                                final, worst)
+        if faulted.outcome == "overrun":
+            return self._result(checked, False, f"stopped: still running {cfg.max_overrun_s} s after the trajectory's end "
+                                f"(then a robot fault, {fault}; recovered)", t_last, final, worst)
+        if faulted.outcome == "done":  # franky finished the motion; the fault came while it settled
+            final = np.abs(ref_q[-1] - q_now)
+            if final.max() <= cfg.goal_tolerance_rad:
+                return self._result(checked, True, "reached the end of the trajectory (a robot fault while settling, "
+                                    f"{fault}; recovered)", t_last, final, worst)
+            j = int(np.argmax(final))
+            return self._result(checked, False, f"ended {final[j]:.4f} rad from the last waypoint on {ARM_JOINT_NAMES[j]} "
+                                f"(a robot fault while settling, {fault}; recovered)", t_last, final, worst)
+        if not self.is_communication_fault(faulted.fault):
+            return self._result(checked, False, f"robot error during the motion: {fault}; the arm was recovered and holds "
+                                "where it stopped; not re-sent", t_last, final, worst)
+        travel = faulted.travel_rad(q_now)
+        offset = np.abs(ref_q[0] - q_now)
+        if travel > cfg.start_tolerance_rad or offset.max() > cfg.start_tolerance_rad:
+            j = int(np.argmax(offset))
+            return self._result(checked, False, f"robot fault during the motion ({fault}) after the arm had moved "
+                                f"{travel:.3f} rad; recovered, it holds {offset[j]:.3f} rad from the trajectory's start "
+                                f"({ARM_JOINT_NAMES[j]}); not re-sent: plan again from the measured joints", t_last,
+                                final, worst)
+        return None
+
+    def _move_once(self, checked: CheckedTrajectory, should_stop: StopFn | None, attempt: _Attempt,
+                   faulted: _Attempt | None) -> MotionResult:
+        """One try: recover if needed, check the start, run the motion. Faults propagate (attempt says how far it
+        got)."""
+        robot = self._ready(True)
+        cfg, franky = self.config, self._franky
         q_start = np.array(robot.current_joint_positions, dtype=float).reshape(-1)
-        offset = np.abs(checked.positions_rad[0] - q_start)
+        ref_t = checked.times_ms / 1000.0
+        ref_q = checked.positions_rad
+        if faulted is not None:
+            verdict = self._after_fault(checked, faulted, q_start)
+            if verdict is not None:
+                return verdict
+        offset = np.abs(ref_q[0] - q_start)
         if offset.max() > cfg.start_tolerance_rad:
             j = int(np.argmax(offset))
             raise ValueError(f"trajectory starts {offset[j]:.3f} rad away from the measured {ARM_JOINT_NAMES[j]} "
                              f"({q_start[j]:.4f} rad; allowed {cfg.start_tolerance_rad}); plan from the current state")
-        ref_t = checked.times_ms / 1000.0
-        ref_q = checked.positions_rad
 
         def result(success: bool, reason: str, duration_s: float, final: np.ndarray, worst: np.ndarray) -> MotionResult:
-            to = checked.to_trajectory_order
-            return MotionResult(success, reason, duration_s, final[to], np.maximum(worst, final)[to])
+            return self._result(checked, success, reason, duration_s, final, worst)
 
-        if should_stop is not None and should_stop():
+        if self._stop_requested.is_set() or (should_stop is not None and should_stop()):
             err = np.abs(ref_q[0] - q_start)
             return result(False, "stopped on request", 0.0, err, err)
-        if robot.has_errors:
-            if not cfg.recover_errors:
-                err = np.abs(ref_q[0] - q_start)
-                return result(False, "the robot is in an error state (e.g. after a reflex); call recover() first",
-                              0.0, err, err)
-            robot.recover_from_errors()
 
         motion = franky.JointWaypointMotion(self._waypoints(checked))
         t0_s = robot.state.time.to_sec()
-        times_s, measured = [], []  # robot time since the start, measured joints: sampled every poll period
+        attempt.q_start, attempt.t0_s = q_start, t0_s
+        times_s, measured = attempt.times_s, attempt.measured  # robot time since the start, measured joints
         deadline_s = ref_t[-1] + cfg.max_overrun_s
-        outcome, t_stop, error = "done", 0.0, None
+        outcome, t_stop = "done", 0.0
         self._moving = True
         try:
+            attempt.sent = True  # from here on the arm may move
             robot.move(motion, asynchronous=True)
             while not robot.join_motion(cfg.poll_period_s):
                 s = robot.state
@@ -388,27 +616,26 @@ class FrankyArm(Arm):
                     outcome = "overrun"
                 else:
                     continue
-                t_stop = times_s[-1]
+                t_stop, attempt.outcome = times_s[-1], outcome
                 self._halt(robot)
                 break
-        except self._errors() as e:
-            outcome, error = "error", e
+        except self._errors():  # a fault; if the motion still runs (a state read failed, not the motion), halt it
+            self._halt_quietly(robot, only_in_control=True)
+            raise
         except BaseException:  # should_stop() raised, Ctrl-C, ...: do not leave the arm moving
-            self._halt(robot)
+            self._halt_quietly(robot)
             raise
         finally:
             self._moving = False
+        attempt.outcome = outcome
 
         s = robot.state
         duration = s.time.to_sec() - t0_s
         q_end = np.array(s.q, dtype=float).reshape(-1)
-        if outcome in ("done", "error"):  # after a stop the reference runs on; judge tracking up to the stop only
+        if outcome == "done":  # after a stop the reference runs on; judge tracking up to the stop only
             times_s.append(duration)
             measured.append(q_end)
         worst = self._max_error(np.array(times_s), np.array(measured), ref_t, ref_q)
-        if outcome == "error":
-            final = np.abs(self._reference(ref_t, ref_q, duration) - q_end)
-            return result(False, f"robot error during the motion: {type(error).__name__}: {error}", duration, final, worst)
         if outcome in ("stopped", "overrun"):
             q_now = self._wait_still(robot)
             final = np.abs(self._reference(ref_t, ref_q, t_stop) - q_now)
@@ -421,6 +648,15 @@ class FrankyArm(Arm):
         j = int(np.argmax(final))
         return result(False, f"ended {final[j]:.4f} rad from the last waypoint on {ARM_JOINT_NAMES[j]} (tolerance "
                       f"{cfg.goal_tolerance_rad} rad; blocked or overloaded?)", duration, final, worst)
+
+    def _halt_quietly(self, robot: Any, only_in_control: bool = False) -> None:
+        """`_halt`, for when another exception is on its way: a fault while halting is recorded, not raised (a dead
+        connection has no motion left to halt)."""
+        try:
+            if not only_in_control or robot.is_in_control:
+                self._halt(robot)
+        except self._errors() as e:
+            self._fault, self._last_fault = e.with_traceback(None), f"{type(e).__name__}: {e}"
 
     # -- helpers ------------------------------------------------------------------------------
     def _waypoints(self, checked: CheckedTrajectory) -> list[Any]:

@@ -34,6 +34,8 @@ class BenchmarkStack:
         """Every node's parameters from the protocol: the stack's stage settings and the task's."""
         params = self.stack.node_parameters()
         params["grasp_task"] = {**flatten(self.task, "task."), "object_label": self.stack.sim.object_name}
+        for node in ("robot", "train_nerf", "extract_object", "plan_grasp"):  # goal paths: the trials' own work data
+            params[node]["data_roots"] = [str(Path(self.task.work_dir).expanduser())]
         return params
 
     def __enter__(self) -> BenchmarkStack:

@@ -1,15 +1,16 @@
 """`extract_object` action server: NeRF or depth images -> cloud, BPS, mesh, object frame (thin wrapper of
 perception.extract). Publishes the cloud (latched PointCloud2 on ``object_cloud``) and a mesh marker.
 
-Parameters mirror :class:`getagrip_ros.perception.extract.ObjectExtractorConfig` (see config/extract_object.yaml).
+Parameters mirror :class:`ExtractObjectNodeConfig` (the extractor's settings and the folders NeRF runs may come
+from; see config/extract_object.yaml).
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from geometry_msgs.msg import Point, PointStamped
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
@@ -17,20 +18,29 @@ from visualization_msgs.msg import Marker
 
 from getagrip_interfaces.action import ExtractObject
 from getagrip_ros.perception.extract import ObjectExtractorConfig, extract_and_save
-from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.ros.actions import StackNode, accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import numpy_to_point_cloud2, pose_stamped_from_matrix, timings_to_msgs
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.ros.stage_messages import extract_request
+from getagrip_ros.safe_files import DEFAULT_DATA_ROOTS, UnsafeFile, check_goal_paths
 from getagrip_ros.status import StageError, StatusCode
 
 WORLD_FRAME = "world"
 
 
-class ExtractObjectNode(Node):
+@dataclass(frozen=True)
+class ExtractObjectNodeConfig(ObjectExtractorConfig):
+    """The extractor's settings plus where NeRF runs may come from."""
+
+    data_roots: tuple[str, ...] = DEFAULT_DATA_ROOTS
+    """A goal's NeRF run, dataset and output folder must lie under one of these folders."""
+
+
+class ExtractObjectNode(StackNode):
     def __init__(self) -> None:
         super().__init__("extract_object")
-        self.config = declare_config(self, ObjectExtractorConfig())
+        self.config = declare_config(self, ExtractObjectNodeConfig())
         self._busy = threading.Lock()
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.cloud_pub = self.create_publisher(PointCloud2, "object_cloud", latched)
@@ -40,15 +50,22 @@ class ExtractObjectNode(Node):
 
     def execute(self, goal_handle) -> ExtractObject.Result:
         goal, result = goal_handle.request, ExtractObject.Result()
+        running = self.running(goal_handle, "extract_object")
 
         def progress(stage: str, fraction: float) -> None:
-            if goal_handle.is_cancel_requested:
-                raise StageError(StatusCode.CANCELED, f"extraction cancelled before {stage}")
-            goal_handle.publish_feedback(ExtractObject.Feedback(stage=stage, progress=float(fraction)))
+            stop = running.stop_reason()
+            if stop is not None:
+                raise StageError(StatusCode.CANCELED, f"extraction stopped before {stage}: {stop}")
+            running.feedback(ExtractObject.Feedback(stage=stage, progress=float(fraction)))
 
         try:
             request = extract_request(goal)
-            with self._busy:
+            try:
+                check_goal_paths(self.config.data_roots, nerf_config_path=request.nerf_config_path,
+                                 dataset_dir=request.dataset_dir, output_dir=request.output_dir)
+            except UnsafeFile as err:
+                raise StageError(StatusCode.INVALID_GOAL, str(err)) from err
+            with running, self._busy:
                 rep = extract_and_save(request.backend, request.output_dir, request.nerf_config_path, request.dataset_dir,
                                        self.config, progress)
         except StageError as err:
@@ -68,8 +85,9 @@ class ExtractObjectNode(Node):
         result.mesh_path = str(rep.mesh_path or "")
         result.mesh_watertight = bool(rep.mesh.is_watertight)
         result.timings = timings_to_msgs(rep.timings_s)
-        self.cloud_pub.publish(result.point_cloud)
-        self.mesh_pub.publish(self._mesh_marker(rep, header))
+        if not self.closing.is_set():
+            self.cloud_pub.publish(result.point_cloud)
+            self.mesh_pub.publish(self._mesh_marker(rep, header))
         return end_goal(self, goal_handle, result, StatusCode.SUCCEEDED,
                         f"{rep.backend}: {len(rep.points_world_m)} points, mesh {len(rep.mesh.faces)} faces"
                         f"{' (watertight)' if rep.mesh.is_watertight else ''}")

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState as JointStateMsg
 from visualization_msgs.msg import MarkerArray
@@ -35,7 +34,7 @@ from getagrip_ros.robot.backend import ResetReport, WorldReset
 from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, HAND_LINK_NAMES, PALM_LINK
 from getagrip_ros.robot.interfaces import JointState
 from getagrip_ros.ros.action_calls import RemoteParameters, call_in_node
-from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.ros.actions import StackNode, accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import grasp_msgs_to_core, grasps_to_msgs, matrix_from_pose, point_cloud2_to_numpy, timings_to_msgs
 from getagrip_ros.ros.markers import grasp_markers, outcome_marker
 from getagrip_ros.ros.params import declare_config
@@ -176,13 +175,12 @@ class RosStageCalls:
                                bool(result.lifted) if result.stage == "done" else None)
 
 
-class GraspTaskNode(Node):
+class GraspTaskNode(StackNode):
     def __init__(self) -> None:
         super().__init__("grasp_task")
         self.config = declare_config(self, GraspTaskNodeConfig())
         self.group = ReentrantCallbackGroup()
         self.trace_window: TraceWindow | None = None
-        self._closing = False
         self._busy = threading.Lock()
         self.calls = RosStageCalls(self)
         task = self.config.task
@@ -223,6 +221,9 @@ class GraspTaskNode(Node):
             self._trace_executor.spin()
         except ExternalShutdownException:  # SIGINT: the context is going down
             pass
+        except Exception:  # noqa: BLE001 - the context went down mid-wait (SIGINT): nothing is left to record
+            if self.context.ok():
+                raise
 
     def _on_joint_state(self, msg: JointStateMsg) -> None:
         window = self.trace_window
@@ -267,16 +268,20 @@ class GraspTaskNode(Node):
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         if not self._busy.acquire(blocking=False):
             return end_goal(self, goal_handle, result, StatusCode.BUSY, "a grasp is running; one at a time")
+        position = np.array([goal.object_position.point.x, goal.object_position.point.y, goal.object_position.point.z])
         try:
-            def feedback(stage: str, progress: float, detail: str) -> None:
-                goal_handle.publish_feedback(GraspObject.Feedback(stage=stage, progress=float(progress), detail=detail))
+            with self.running(goal_handle, "grasp_object") as running:
+                def feedback(stage: str, progress: float, detail: str) -> None:
+                    running.feedback(GraspObject.Feedback(stage=stage, progress=float(progress), detail=detail))
 
-            position = np.array([goal.object_position.point.x, goal.object_position.point.y, goal.object_position.point.z])
-            outcome = self.task.run(position, name, config, lambda: goal_handle.is_cancel_requested or self._closing,
-                                    feedback, TrialObject(goal.object_name, bool(goal.place_object),
-                                                          float(goal.object_yaw_rad)))
+                outcome = self.task.run(position, name, config, running.stopped, feedback,
+                                        TrialObject(goal.object_name, bool(goal.place_object), float(goal.object_yaw_rad)),
+                                        running.stop_reason)
         except ValueError as err:  # the trial name was taken meanwhile
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
+        except Exception as err:  # noqa: BLE001 - the trial record itself could not be written (e.g. trials_dir)
+            return end_goal(self, goal_handle, result, StatusCode.INTERNAL_ERROR,
+                            f"the trial could not be recorded: {type(err).__name__}: {err}")
         finally:
             self._busy.release()
         result.success, result.stage, result.trial_bag_path = outcome.success, outcome.stage, outcome.bag_path
@@ -293,14 +298,15 @@ class GraspTaskNode(Node):
             markers = grasp_markers(executed, outcome.chosen_labels[None, 0], self.hand, namespace="executed_grasp")
         verdict = "LIFTED" if outcome.success else f"{outcome.status.name} in {outcome.stage}"
         markers.markers.append(outcome_marker(f"{name}: {verdict}", position, outcome.success, self.config.world_frame))
-        if not self._closing:
+        if not self.closing.is_set():
             self.marker_pub.publish(markers)
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
     def close(self) -> None:
         """Shutting down: a running trial is cancelled (its sub-goals too) and still recorded."""
-        self._closing = True
-        self._trace_executor.shutdown(timeout_sec=5.0)
+        self.closing.set()
+        self._trace_executor.shutdown(timeout_sec=5.0)  # before waiting: its wait set goes with the context
+        super().close()
         self.trace_node.destroy_node()
 
 

@@ -5,7 +5,9 @@ config/plan_grasp.yaml). Publishes the returned grasps as RViz markers on `grasp
 
 One plan runs at a time. A goal that arrives while another runs waits in FIFO order (feedback stage
 "queued"; a cancel while queued ends it without planning); when ``max_queued_goals`` goals already wait,
-a new one is aborted at once with the reason "busy".
+a new one is aborted at once with the reason "busy". A goal stops (CANCELED) when it is cancelled, when the node
+shuts down, or when its client is gone; the planner's ``max_plan_time_s`` and ``max_refinement_iterations`` bound
+every goal, whatever it asks for.
 """
 
 from __future__ import annotations
@@ -16,19 +18,19 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from visualization_msgs.msg import MarkerArray
 
 from getagrip_interfaces.action import PlanGrasp
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig
-from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.ros.actions import RunningGoal, StackNode, accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import planned_grasps_to_msgs, timings_to_msgs
 from getagrip_ros.ros.markers import grasp_markers
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.ros.stage_messages import plan_request
-from getagrip_ros.status import StageError, StatusCode
+from getagrip_ros.safe_files import DEFAULT_DATA_ROOTS, check_goal_paths
+from getagrip_ros.status import StatusCode
 
 QUEUE_POLL_S = 0.05
 MAX_QUEUED_GOALS = 2
@@ -41,9 +43,13 @@ class PlanGraspNodeConfig(GraspPlannerConfig):
 
     max_queued_goals: int = 1
     """Goals that may wait while one plans (0-2); further goals are aborted as BUSY."""
+    data_roots: tuple[str, ...] = DEFAULT_DATA_ROOTS
+    """NeRF goals are accepted only for runs (config.yml) under one of these folders."""
+    object_frames: tuple[str, ...] = ("world", "fr3_link0")
+    """Frames a goal's object data may be in: z up with the table top at z = 0 (others are refused)."""
 
 
-class PlanGraspNode(Node):
+class PlanGraspNode(StackNode):
     def __init__(self) -> None:
         super().__init__("plan_grasp")
         self.config = declare_config(self, PlanGraspNodeConfig())
@@ -53,11 +59,10 @@ class PlanGraspNode(Node):
                                     f"executor thread); using {MAX_QUEUED_GOALS}")
             self.max_queued_goals = MAX_QUEUED_GOALS
         self.planner = GraspPlanner(self.config)
-        try:
-            loaded = self.planner.preload()
-            self.get_logger().info(f"loaded: {', '.join(loaded) or 'no learned models configured'}")
-        except StageError as err:  # keep serving: goals that need the model abort with this reason
-            self.get_logger().error(f"cannot load a configured model: {err.reason}")
+        loaded, failed = self.planner.preload()
+        self.get_logger().info(f"loaded: {', '.join(loaded) or 'no learned models configured'}")
+        for label, reason in failed.items():  # keep serving: goals that need this model abort with the reason
+            self.get_logger().error(f"cannot load the {label}: {reason}")
         self._queue_lock = threading.Lock()
         self._queue: deque = deque()  # goal ids in arrival order; the head plans
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -65,7 +70,7 @@ class PlanGraspNode(Node):
         self.server = accepting_action_server(self, PlanGrasp, "plan_grasp", self.execute)
         self.get_logger().info(f"plan_grasp ready (device {self.config.device}, {self.config.num_samples} samples)")
 
-    def _wait_turn(self, goal_handle) -> tuple[StatusCode, str] | None:
+    def _wait_turn(self, goal: RunningGoal) -> tuple[StatusCode, str] | None:
         """Join the queue and wait to be its head; returns (status, reason) if the goal ends before planning."""
         token = object()
         with self._queue_lock:
@@ -75,14 +80,15 @@ class PlanGraspNode(Node):
             self._queue.append(token)
             must_wait = len(self._queue) > 1
         if must_wait:
-            goal_handle.publish_feedback(PlanGrasp.Feedback(stage="queued", progress=0.0, best_score=math.nan))
+            goal.feedback(PlanGrasp.Feedback(stage="queued", progress=0.0, best_score=math.nan))
         while True:
             with self._queue_lock:
                 if self._queue[0] is token:
                     return None
-                if goal_handle.is_cancel_requested:
+                stop = goal.stop_reason()
+                if stop is not None:
                     self._queue.remove(token)
-                    return StatusCode.CANCELED, "cancelled while queued"
+                    return StatusCode.CANCELED, f"{stop} while queued"
             time.sleep(QUEUE_POLL_S)
 
     def _leave_queue(self) -> None:
@@ -93,25 +99,34 @@ class PlanGraspNode(Node):
         result = PlanGrasp.Result()
         try:
             request = plan_request(goal_handle.request)
-        except (ValueError, TypeError) as err:
+            if request.nerf_config_path:
+                check_goal_paths(self.config.data_roots, nerf_config_path=request.nerf_config_path)
+            if request.points_m is not None and request.frame_id not in self.config.object_frames:
+                raise ValueError(f"the object data is in frame {request.frame_id!r}; this node plans in "
+                                 f"{list(self.config.object_frames)} (z up, the table top at z = 0): transform it first")
+        except (ValueError, TypeError) as err:  # UnsafeFile included
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
-        refused = self._wait_turn(goal_handle)
-        if refused is not None:
-            return end_goal(self, goal_handle, result, *refused)
+        with self.running(goal_handle, "plan_grasp") as goal:
+            refused = self._wait_turn(goal)
+            if refused is not None:
+                return end_goal(self, goal_handle, result, *refused)
 
-        def progress(stage: str, fraction: float, best: float) -> None:
-            goal_handle.publish_feedback(PlanGrasp.Feedback(stage=stage, progress=float(fraction), best_score=float(best)))
+            def progress(stage: str, fraction: float, best: float) -> None:
+                goal.feedback(PlanGrasp.Feedback(stage=stage, progress=float(fraction), best_score=float(best)))
 
-        try:
-            outcome = self.planner.plan(request, progress, lambda: goal_handle.is_cancel_requested)
-        finally:
-            self._leave_queue()
+            try:
+                outcome = self.planner.plan(request, progress, goal.stopped)
+            finally:
+                self._leave_queue()
+            if outcome.status == StatusCode.CANCELED:
+                outcome.reason = goal.stop_reason() or outcome.reason
         result.timings = timings_to_msgs(outcome.timings_s)
         if outcome.success:
             stamp = self.get_clock().now().to_msg()
             result.grasps = planned_grasps_to_msgs(outcome.planned, stamp)
             planned = outcome.planned
-            self.marker_pub.publish(grasp_markers(planned.grasps, planned.y_pgs.numpy(), self.planner.hand, stamp))
+            if not self.closing.is_set():
+                self.marker_pub.publish(grasp_markers(planned.grasps, planned.y_pgs.numpy(), self.planner.hand, stamp))
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
 

@@ -22,11 +22,11 @@ A `std_msgs/Bool` true on ``estop_topic`` stops every motion and refuses new one
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import CameraInfo, Image
 from sensor_msgs.msg import JointState as JointStateMsg
@@ -41,7 +41,8 @@ from getagrip_ros.perception.capture import CaptureResult
 from getagrip_ros.robot.allegro import WONIK_TO_GETAGRIP, reorder_by_name
 from getagrip_ros.robot.backend import RobotSample
 from getagrip_ros.robot.description import BASE_LINK, LEFT_OPTICAL_FRAME
-from getagrip_ros.ros.actions import accepting_action_server, end_goal
+from getagrip_ros.safe_files import DEFAULT_DATA_ROOTS, check_goal_paths
+from getagrip_ros.ros.actions import StackNode, accepting_action_server, end_goal
 from getagrip_ros.ros.allegro_topic_hand import to_driver_order
 from getagrip_ros.ros.conversions import (
     camera_info_msg, joint_state_msg, pose_from_matrix, pose_stamped_from_matrix, rgb_to_image_msg, timings_to_msgs,
@@ -70,6 +71,8 @@ class RobotNodeConfig(RobotStagesConfig):
     """Publish world_frame -> the camera's optical frame on /tf per image (off next to a robot_state_publisher,
     which publishes that frame from the URDF: a frame must have one parent)."""
     estop_topic: str = "estop"
+    data_roots: tuple[str, ...] = DEFAULT_DATA_ROOTS
+    """A goal's capture output_dir and object mesh must lie under one of these folders (else INVALID_GOAL)."""
     sim_hand_array_topic: str = "/allegro_hand_position_controller/commands"
     """sim: also accepts hand commands here (std_msgs/Float64MultiArray, driver order)."""
     hand: HandTopicParams = field(default_factory=HandTopicParams)
@@ -79,12 +82,10 @@ class RobotNodeConfig(RobotStagesConfig):
     zed: ZedParams = field(default_factory=ZedParams)
 
 
-class RobotNode(Node):
+class RobotNode(StackNode):
     def __init__(self) -> None:
         super().__init__("robot")
         self.config = cfg = declare_config(self, RobotNodeConfig())
-        self._closing = False
-        self.context.on_shutdown(self._on_shutdown)
         self.estop = EStop()
         self.stages: RobotStages | None = None
         self.unavailable: tuple[StatusCode, str] | None = None
@@ -135,17 +136,13 @@ class RobotNode(Node):
             return HardwareRobot(self, cfg.hardware, cfg.hand, cfg.zed)
         raise ValueError(f"unknown backend {cfg.backend!r}; known: {list(BACKENDS)}")
 
-    def _on_shutdown(self) -> None:
-        """The context is shutting down (SIGINT): running goals stop, nothing is published any more."""
-        self._closing = True
-
     def _publish(self, publisher, msg) -> None:
-        if self._closing:
+        if self.closing.is_set():
             return
         try:
             publisher.publish(msg)
         except Exception:  # noqa: BLE001 - the context went down between the check and the call
-            self._closing = True
+            self.closing.set()
 
     def _publish_sample(self, sample: RobotSample) -> None:
         """The robot's state (and, in simulation, the object's and the hand driver's) now."""
@@ -166,7 +163,7 @@ class RobotNode(Node):
 
     def _tick(self) -> None:
         stages = self.stages
-        if self._closing or stages is None or stages.busy_with:
+        if self.closing.is_set() or stages is None or stages.busy_with:
             return
         robot = stages.robot
         if isinstance(robot, HardwareRobot) and not robot.connected:
@@ -209,9 +206,6 @@ class RobotNode(Node):
             self.estop.reset()
             self.get_logger().info("e-stop released")
 
-    def _stopped(self, goal_handle) -> bool:
-        return self._closing or goal_handle.is_cancel_requested
-
     # -- reset_world -----------------------------------------------------------------------------------
     def reset_world(self, goal_handle) -> ResetWorld.Result:
         result = ResetWorld.Result()
@@ -219,7 +213,10 @@ class RobotNode(Node):
             return end_goal(self, goal_handle, result, *self.unavailable)
         try:
             request = reset_request(goal_handle.request)
-        except ValueError as err:
+            name = request.object_name
+            if name and Path(name).suffix and Path(name).expanduser().exists():  # a mesh file, not a catalog name
+                check_goal_paths(self.config.data_roots, object_name=name)
+        except ValueError as err:  # UnsafeFile included
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         outcome = self.stages.reset(request)
         if outcome.report is not None:
@@ -250,17 +247,20 @@ class RobotNode(Node):
         else:
             robot = self.stages.robot
 
+            running = self.running(goal_handle, "capture_images")
+
             def on_image(index: int, total: int, image, T_world_camera: np.ndarray) -> None:
                 stamp = self.get_clock().now().to_msg()
                 pose = self._publish_image(image, T_world_camera, stamp)
-                goal_handle.publish_feedback(CaptureImages.Feedback(num_captured=index + 1, num_planned=total,
-                                                                    camera_pose=pose))
+                running.feedback(CaptureImages.Feedback(num_captured=index + 1, num_planned=total, camera_pose=pose))
                 self._publish_sample(robot.sample())
 
             try:
                 request, with_depth = capture_request(goal_handle.request)
-                outcome = self.stages.capture(request, with_depth, on_image, lambda: self._stopped(goal_handle))
-            except (ValueError, TypeError) as err:
+                check_goal_paths(self.config.data_roots, output_dir=request.output_dir)
+                with running:
+                    outcome = self.stages.capture(request, with_depth, on_image, running.stopped)
+            except (ValueError, TypeError) as err:  # UnsafeFile included
                 outcome = CaptureResult(StatusCode.INVALID_GOAL, f"malformed goal: {err}", None)
         result = CaptureImages.Result(dataset_dir=str(outcome.dataset_dir or ""), num_captured=outcome.num_captured,
                                       num_unreachable=outcome.num_unreachable, num_skipped=len(outcome.skipped),
@@ -274,12 +274,13 @@ class RobotNode(Node):
             return end_goal(self, goal_handle, result, *self.unavailable)
         try:
             request = motion_request(goal_handle.request)
-        except (ValueError, KeyError, TypeError) as err:
+            check_goal_paths(self.config.data_roots, object_mesh_path=request.object_mesh_path)
+        except (ValueError, KeyError, TypeError) as err:  # UnsafeFile included
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
-        goal_handle.publish_feedback(PlanMotion.Feedback(grasps_tried=0, grasps_total=len(request.grasps)))
-        planned = self.stages.plan_motion(request)
-        goal_handle.publish_feedback(PlanMotion.Feedback(grasps_tried=len(planned.attempts),
-                                                         grasps_total=len(request.grasps)))
+        with self.running(goal_handle, "plan_motion") as running:
+            running.feedback(PlanMotion.Feedback(grasps_tried=0, grasps_total=len(request.grasps)))
+            planned = self.stages.plan_motion(request)
+            running.feedback(PlanMotion.Feedback(grasps_tried=len(planned.attempts), grasps_total=len(request.grasps)))
         result.rejected = [f"{a.grasp_index}: {a.status.name}: {a.reason}" for a in planned.rejected]
         result.timings = timings_to_msgs(planned.timings_s)
         if not planned.success:
@@ -297,22 +298,23 @@ class RobotNode(Node):
             return end_goal(self, goal_handle, result, *self.unavailable)
         try:
             request = execute_request(goal_handle.request)
-        except ValueError as err:
+            check_goal_paths(self.config.data_roots, object_mesh_path=request.object_mesh_path)
+        except ValueError as err:  # UnsafeFile included
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
+        # a validated motion runs to its end unless cancelled or the node stops, also when its client is gone
+        with self.running(goal_handle, "execute_grasp", drop_orphans=False) as running:
+            def progress(stage: str, fraction: float) -> None:
+                running.feedback(ExecuteGrasp.Feedback(phase=stage, progress=float(fraction),
+                                                       stamp=self.get_clock().now().to_msg()))
 
-        def progress(stage: str, fraction: float) -> None:
-            goal_handle.publish_feedback(ExecuteGrasp.Feedback(phase=stage, progress=float(fraction),
-                                                               stamp=self.get_clock().now().to_msg()))
-
-        outcome: ExecutionResult = self.stages.execute(request, progress, lambda: self._stopped(goal_handle),
-                                                       self._publish_sample)
+            outcome: ExecutionResult = self.stages.execute(request, progress, running.stopped, self._publish_sample)
         result.stage, result.lifted = outcome.stage, bool(outcome.lifted)
         result.timings = timings_to_msgs(outcome.timings_s)
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
     def close(self) -> None:
-        """Stop a running motion (it polls the closing flag) and release the robot."""
-        self._closing = True
+        """Stop a running motion (it polls the closing flag), wait for the goals to end and release the robot."""
+        super().close()
         if self.stages is not None:
             self.stages.close()
 

@@ -97,10 +97,18 @@ def trial_name(prefix: str = "trial") -> str:
     return f"{prefix}_{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S_%fZ')}"
 
 
+MAX_TRIAL_NAME_BYTES = 128
+"""Longest trial name: its folder, bag and work folder are named after it (file names end at 255 bytes)."""
+
+
 def check_trial_name(name: str, config: GraspTaskConfig) -> None:
-    """ValueError unless `name` is a plain folder name that no trial under config.trials_dir has yet."""
+    """ValueError unless `name` is a plain folder name (at most MAX_TRIAL_NAME_BYTES) that no trial under
+    config.trials_dir has yet."""
     if not name or "/" in name or "\\" in name or name.startswith(".") or any(ord(c) < 32 for c in name):
         raise ValueError(f"trial_name {name!r} is not a plain name")
+    if len(name.encode("utf8", "surrogateescape")) > MAX_TRIAL_NAME_BYTES:
+        raise ValueError(f"trial_name is {len(name.encode('utf8', 'surrogateescape'))} bytes long; at most "
+                         f"{MAX_TRIAL_NAME_BYTES} (its folder and files are named after it)")
     if (Path(config.trials_dir).expanduser() / name).exists():
         raise ValueError(f"trial {name!r} exists already")
 
@@ -124,16 +132,20 @@ class GraspTask:
     def run(self, object_position_m: np.ndarray, name: str = "", config: GraspTaskConfig | None = None,
             cancelled: Callable[[], bool] = lambda: False,
             feedback: Callable[[str, float, str], None] = lambda stage, progress, detail: None,
-            obj: TrialObject = TrialObject()) -> TaskResult:
-        """One trial on the object near `object_position_m` (world, metres); `feedback(stage, progress 0..1, detail)`.
-        A bad trial name raises ValueError before anything runs."""
+            obj: TrialObject = TrialObject(), stop_reason: Callable[[], str | None] = lambda: None) -> TaskResult:
+        """One trial on the object near `object_position_m` (world, metres); `feedback(stage, progress 0..1, detail)`;
+        `stop_reason()` says why `cancelled()` is true (default "cancelled"). A bad trial name raises ValueError
+        before anything runs; once the trial's bag is open, every failure ends in the result and the record."""
         cfg = config or self.config
         position = np.asarray(object_position_m, dtype=float).reshape(-1)
         name = name or trial_name()
         check_trial_name(name, cfg)
         bag_dir = Path(cfg.trials_dir).expanduser() / name
-        work = _fresh_folder(Path(cfg.work_dir).expanduser().resolve() / name)
-        described = self.calls.describe()
+        work = Path(cfg.work_dir).expanduser().resolve() / name
+        try:
+            described = self.calls.describe()
+        except Exception as err:  # noqa: BLE001 - a stage that cannot describe itself still gets a record
+            described = {"describe_error": f"{type(err).__name__}: {err}"}
         metadata = {"trial": name, "method": {"sampler": cfg.sampler, "evaluator": cfg.evaluator,
                                               "perception": cfg.perception, "planner": cfg.planner},
                     "seed": cfg.seed, "config": asdict(cfg), "config_hash": cfg.hash(), "versions": versions(),
@@ -143,10 +155,13 @@ class GraspTask:
         result = TaskResult(False, StatusCode.INTERNAL_ERROR, "not started", "reset", str(bag_dir))
         done = [0.0]
 
+        def why() -> str:
+            return stop_reason() or "cancelled"
+
         def run_stage(stage: str, fn: Callable[[StageBudget], Any]) -> Any:
             result.stage = stage
             if cancelled():
-                raise StageError(StatusCode.CANCELED, f"cancelled before {stage}")
+                raise StageError(StatusCode.CANCELED, f"{why()} before {stage}")
             timeout = cfg.timeouts.of(stage)
 
             def progress(fraction: float, detail: str) -> None:
@@ -166,13 +181,14 @@ class GraspTask:
                 result.timings_s[stage] = time.perf_counter() - start
                 recorder.event(event="stage_end", stage=stage, duration_s=result.timings_s[stage])
             if cancelled():
-                raise StageError(StatusCode.CANCELED, f"cancelled during {stage}")
+                raise StageError(StatusCode.CANCELED, f"{why()} during {stage}")
             if result.timings_s[stage] > timeout:
                 raise StageError(StatusCode.TIMEOUT, f"{stage} took {result.timings_s[stage]:.1f} s (budget {timeout:.0f} s)")
             done[0] += STAGE_WEIGHTS[stage]
             return out
 
         try:
+            work = _fresh_folder(work)
             self._reset(run_stage, recorder, position, obj, feedback, done)
             capture = run_stage("capture", lambda b: self.calls.capture(CaptureRequest(
                 look_at_m=position.tolist(), output_dir=str(work / "capture"), frame_id=WORLD_FRAME,

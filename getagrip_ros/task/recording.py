@@ -1,6 +1,6 @@
 """The trial recorder: what each stage produced, written to the trial bag as it happens (thread-safe).
-Log times are when things happened: states and phases that arrive over topics keep their own stamps, so
-they may be written out of log-time order (readers sort by log time).
+Each message keeps the time it happened (the robot's stamp for states and phases that arrive over topics) in its
+header and as the bag's publish time; the bag's log time is when it was recorded, so it never goes back.
 
 Topics (world frame unless noted):
   /trial/metadata, /trial/events, /trial/outcome   std_msgs/String (JSON)

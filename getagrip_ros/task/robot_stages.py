@@ -126,6 +126,10 @@ class ResetOutcome:
     timings_s: dict[str, float] = field(default_factory=dict)
 
 
+GRASP_JOINT_TOLERANCE_RAD = 0.2
+"""plan_motion refuses grasps whose joints lie farther than this past the hand's limits (planners clamp theirs)."""
+
+
 def planning_world(object_mesh_path: str, frame_id: str = "world") -> PlanningWorld:
     """The table and the object's mesh (world frame); ValueError for an unreadable or empty mesh."""
     objects = (load_object_mesh(object_mesh_path),) if object_mesh_path else ()
@@ -296,6 +300,9 @@ class RobotStages:
             return failed(StatusCode.INVALID_GOAL, str(err))
         if (request.start_arm_rad is None) != (request.start_hand_rad is None):
             return failed(StatusCode.INVALID_GOAL, "give both the arm and the hand start, or neither (measured)")
+        refused = self._implausible_grasps(request)
+        if refused:
+            return failed(StatusCode.INVALID_GOAL, refused)
         if request.start_arm_rad is None:
             try:
                 self.robot.run(self.robot.acquire)
@@ -315,6 +322,22 @@ class RobotStages:
                                              check=lambda stages: self.safety.check_stages(stages, q_arm, q_hand, world))
         except ValueError as err:
             return failed(StatusCode.INVALID_GOAL, f"malformed request: {err}")
+
+    def _implausible_grasps(self, request: MotionRequest) -> str:
+        """Why the request's grasps describe no hand pose the robot can take ('' when they can): joints farther than
+        GRASP_JOINT_TOLERANCE_RAD past the Allegro limits."""
+        if len(request.grasps) == 0:
+            return ""  # the planner says so
+        finite = np.isfinite(request.grasps.to_numpy_vector()).all(axis=1)
+        if not finite.all():
+            return f"{int((~finite).sum())} of {len(finite)} grasps have NaN or inf values (e.g. grasp {int(np.argmin(finite))})"
+        q = request.grasps.joint_angles_rad.detach().cpu().double().numpy()
+        past = np.maximum(self._hand_lower - q, q - self._hand_upper)
+        if past.max() > GRASP_JOINT_TOLERANCE_RAD:
+            i, j = np.unravel_index(int(np.argmax(past)), past.shape)
+            return (f"grasp {i}: {HAND_JOINT_NAMES[j]} = {q[i, j]:.3f} rad is {past[i, j]:.3f} rad past its limits "
+                    f"[{self._hand_lower[j]:.3f}, {self._hand_upper[j]:.3f}] (tolerance {GRASP_JOINT_TOLERANCE_RAD} rad)")
+        return ""
 
     # -- execute ---------------------------------------------------------------------------------------
     def execute(self, request: ExecuteRequest, progress: Callable[[str, float], None] = lambda stage, f: None,

@@ -14,6 +14,7 @@ from getagrip_ros.trials.messages import grasp_from_msgs, points_from_cloud
 
 
 def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -> Path:
+    bag = read_bag(bag_path)  # a file that is no bag raises (NotABagError, FileNotFoundError) before anything is drawn
     import matplotlib
 
     matplotlib.use("Agg")
@@ -22,7 +23,6 @@ def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -
     from getagrip_ros.robot.allegro import AllegroHand
     from getagrip_ros.viz.grasp_image import draw_grasps
 
-    bag = read_bag(bag_path)
     meta, outcome = bag.metadata, bag.outcome or {}
     fig, axes = plt.subplots(2, 2, figsize=(16, 11))
     images = bag.topic("/camera/image_raw")
@@ -47,34 +47,59 @@ def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -
             ax.imshow(plt.imread(image))
             ax.set_title(title)
     ax = axes[1, 1]
-    states = sorted(bag.topic("/sim/object_state"), key=lambda m: m.log_time_ns)  # written as they arrived
+    states = sorted(bag.topic("/sim/object_state"), key=lambda m: m.stamp_ns)  # in the order the robot stamped them
     if states:
-        stamps = np.array([s.log_time_ns for s in states])
-        t = 0.05 * np.arange(len(states))  # states are recorded every 50 ms of simulated time during the execution
-        z = np.array([s.msg.pose.position.z for s in states])
-        links = np.array([len(s.msg.touching_links) for s in states])
-        ax.plot(t, 100 * (z - z[0]), label="object rise (cm)")
-        ax.plot(t, links, label="robot links touching it")
-        for e in bag.json("/trial/events"):
-            if e.get("event") == "phase":
-                x = t[min(int(np.searchsorted(stamps, e["time_ns"])), len(t) - 1)]
-                ax.axvline(x, color="0.7", linewidth=0.8)
-                ax.text(x, 20, e["phase"], rotation=90, fontsize=8, va="top")
-        ax.set_xlabel("simulated seconds (one recorded state every 50 ms)")
-        ax.legend()
-        ax.set_title("the lift (simulation ground truth)")
+        _plot_lift(ax, states, bag.json("/trial/events"))
     else:
         ax.axis("off")
         ax.set_title("no object trace (hardware trial, or execution not reached)")
     verdict = "LIFTED" if outcome.get("success") else "not lifted"
-    scorer = {True: "agrees", False: "DISAGREES", None: "could not judge"}[outcome.get("scorer_agrees")]
-    method = meta.get("method", {})
+    scorer = {True: "agrees", False: "DISAGREES"}.get(outcome.get("scorer_agrees"), "could not judge")
+    method = meta.get("method") if isinstance(meta.get("method"), dict) else {}
     fig.suptitle(f"trial {meta.get('trial', '?')}: {method.get('sampler')} + {method.get('evaluator')} "
                  f"({method.get('perception')} perception) -> {verdict} ({outcome.get('status', 'INCOMPLETE')}: "
-                 f"{outcome.get('reason', 'no outcome')[:90]}); independent scorer {scorer}", fontsize=11)
+                 f"{str(outcome.get('reason') or 'no outcome')[:90]}); independent scorer {scorer}", fontsize=11)
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=80)
     plt.close(fig)
     return out
+
+
+def _plot_lift(ax, states: list, events: list[dict]) -> None:
+    """Object rise and touching links over the recorded states (one every 50 ms of simulated time).
+
+    An execution that stopped early has few states (one, or a flat trace): the y range is kept at least 2 units
+    tall and the phase labels sit in axes coordinates, so no text lands far outside a tiny data range (which made
+    FreeType fail with "raster overflow"); states or phases without a finite value are left out."""
+    stamps = np.array([s.stamp_ns for s in states], dtype=np.int64)
+    t = 0.05 * np.arange(len(states))  # states are recorded every 50 ms of simulated time during the execution
+    z = np.array([s.msg.pose.position.z for s in states], dtype=float)
+    links = np.array([len(s.msg.touching_links) for s in states], dtype=float)
+    finite = np.isfinite(z)
+    rise = 100 * (z - z[finite][0]) if finite.any() else np.full_like(z, np.nan)
+    marker = "o" if len(states) < 20 else None
+    ax.plot(t, rise, label="object rise (cm)", marker=marker)
+    ax.plot(t, links, label="robot links touching it", marker=marker)
+    values = np.concatenate([rise[np.isfinite(rise)], links, [0.0]])
+    low, high = float(values.min()), float(values.max())
+    if high - low < 2.0:
+        middle = 0.5 * (low + high)
+        low, high = middle - 1.0, middle + 1.0
+    pad = 0.05 * (high - low)
+    ax.set_ylim(low - pad, high + pad)
+    ax.set_xlim(-0.025, max(float(t[-1]), 0.5) + 0.025)
+    phases: dict[float, list[str]] = {}  # phases that start at the same state share one line
+    for e in events:
+        if e.get("event") != "phase" or not isinstance(e.get("time_ns"), (int, float)) or not np.isfinite(e["time_ns"]):
+            continue
+        x = float(t[min(int(np.searchsorted(stamps, e["time_ns"])), len(t) - 1)])
+        phases.setdefault(x, []).append(str(e.get("phase", "?"))[:30])
+    for x, names in phases.items():
+        ax.axvline(x, color="0.7", linewidth=0.8)
+        ax.text(x, 0.98, " / ".join(names), rotation=90, fontsize=8, va="top", ha="right",
+                transform=ax.get_xaxis_transform(), clip_on=True)
+    ax.set_xlabel(f"simulated seconds (one recorded state every 50 ms; {len(states)} recorded)")
+    ax.legend(loc="best")
+    ax.set_title("the lift (simulation ground truth)")

@@ -98,7 +98,7 @@ def test_arguments_make_sense_per_profile():
     assert "publish_robot" not in names["planner"] and "publish_robot" in names["sim"]  # plan_grasp alone: no robot model
     assert "backend" in names["robot"] and "backend" not in names["sim"]
     assert names["planner"] == {"bps_evaluator", "nerf_evaluator", "geometry_evaluator", "bps_sampler", "fixed_grasps",
-                                "device", "use_sim_time"}
+                                "device", "use_sim_time", "work_dir"}  # work_dir: where NeRF goals may come from
     assert as_bool("True") and not as_bool("0")
 
 
@@ -122,9 +122,13 @@ def test_every_dotted_target_is_a_parameter_of_its_node():
         for node in prof.nodes:
             assert set(node.parameters) <= names[node.name], node.name
     for argument in LAUNCH_ARGUMENTS:
-        for node, parameter in argument.targets:
+        for node, parameter in argument.targets + argument.list_targets:
             if node != ALL_NODES and parameter != "use_sim_time":
                 assert parameter in names[node], (argument.name, node, parameter)
+    work_dir = {node: params for node, params in node_parameters(profile("sim"), {"work_dir": "/data/w"}).items()
+                if params.get("data_roots")}
+    assert set(work_dir) == {"robot", "train_nerf", "extract_object", "plan_grasp"}
+    assert all(p["data_roots"] == ["/data/w"] for p in work_dir.values())
 
 
 def test_the_readme_lists_every_launch_argument():

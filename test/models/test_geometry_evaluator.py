@@ -196,7 +196,7 @@ def test_planner_scores_in_the_object_frame_ranks_refines_and_needs_points(hand,
 
     files = dataclasses.replace(tiny_models, geometry_evaluator=str(geometry_checkpoint))
     planner = GraspPlanner(GraspPlannerConfig(num_samples=200, models=files), hand)
-    assert "evaluator geometry" in planner.preload()
+    assert "evaluator geometry" in planner.preload()[0]
     request = PlanRequest(points_m=points, num_grasps=6, sampler="fixed", evaluator="geometry", refinement_iterations=10)
     result = planner.plan(request)
     assert result.success and "ranked by the geometry evaluator" in result.reason

@@ -200,3 +200,30 @@ def test_bad_checkpoints_are_rejected_with_a_reason(tmp_path):
     torch.save(sd, tmp_path / "mismatch.pt")
     with pytest.raises(CheckpointError, match="do not match"):
         load_checkpoint(tmp_path / "mismatch.pt")
+
+
+def test_malformed_checkpoints_are_refused_naming_the_file(tmp_path):
+    """Public layouts with missing keys or 0-d weights, and our layout with impossible sizes: CheckpointError naming
+    the file (never KeyError / IndexError / TypeError)."""
+    sampler = BpsSampler(SMALL_SAMPLER).state_dict()
+    del sampler["sa_fc_query.weight"]
+    evaluator = {k: torch.tensor(1.0) for k in BpsEvaluator(SMALL_EVAL).state_dict()}  # 0-d everywhere
+    files = {"sampler_missing_keys.pth": [sampler, {}, 5, 1000], "evaluator_0d.pth": evaluator}
+    for name, payload in files.items():
+        torch.save(payload, tmp_path / name)
+    for width in (-1, "wide", 0, True):
+        path = save_checkpoint(tmp_path / f"ours_{width}.pt", "bps_evaluator", BpsEvaluator(SMALL_EVAL), SMALL_EVAL)
+        data = torch.load(path, weights_only=True)
+        data["config"]["hidden_width"] = width
+        torch.save(data, path)
+        files[path.name] = None
+    for name in files:
+        with pytest.raises(CheckpointError) as err:
+            load_checkpoint(tmp_path / name)
+        assert str(tmp_path / name) in str(err.value), err.value
+    with pytest.raises(CheckpointError, match="hidden_width = -1 is not a valid int > 0"):
+        load_checkpoint(tmp_path / "ours_-1.pt")
+    with pytest.raises(CheckpointError, match=r"malformed model checkpoint: KeyError: 'sa_fc_query.weight'"):
+        load_checkpoint(tmp_path / "sampler_missing_keys.pth")
+    with pytest.raises(CheckpointError, match=r"malformed model checkpoint: IndexError"):
+        load_checkpoint(tmp_path / "evaluator_0d.pth")

@@ -52,3 +52,14 @@ def test_motion_core_imports_no_ros():
     code = ("import sys, getagrip_ros.motion.planner, getagrip_ros.motion.ompl_backend; "
             "sys.exit(any(m == 'rclpy' or m.startswith('rclpy.') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_a_mesh_file_with_nan_vertices_is_refused_naming_them(tmp_path):
+    from getagrip_ros.motion.world import load_object_mesh
+
+    path = tmp_path / "object.obj"
+    path.write_text("v 0.6 0 0\nv 0.7 0 0\nv 0.6 0.1 0\nv nan 0 0.1\nf 1 2 3\nf 1 2 4\n")
+    with pytest.raises(ValueError, match=r"object.obj' has 1 vertices with NaN or inf"):
+        load_object_mesh(str(path))
+    path.write_text("v 0.6 0 0\nv 0.7 0 0\nv 0.6 0.1 0\nf 1 2 3\n")
+    assert len(load_object_mesh(str(path)).faces) == 1

@@ -144,12 +144,85 @@ def test_missing_file_raises(tmp_path, hull_only):
         prepare_object(user_object(tmp_path / "nowhere.obj"), hull_only)
 
 
-def test_open_surface_that_cannot_be_closed_is_rejected(tmp_path, hull_only):
+def _sphere_with_two_holes() -> trimesh.Trimesh:
+    sphere = trimesh.creation.icosphere(subdivisions=3, radius=0.04)
+    sphere.update_faces(np.abs(sphere.triangles_center[:, 2]) < 0.03)  # both poles cut off: 2 holes of many edges
+    return sphere
+
+
+def _dome() -> trimesh.Trimesh:
     sphere = trimesh.creation.icosphere(subdivisions=2, radius=0.05)
     sphere.update_faces(sphere.triangles_center[:, 2] > 0.0)  # an open dome: one big hole
-    path = tmp_path / "dome.obj"
-    sphere.export(path)
-    with pytest.raises(ObjectRejected, match=r"user/dome: mesh is not watertight after repair \(1 holes"):
+    return sphere
+
+
+def _tube() -> trimesh.Trimesh:
+    can = trimesh.creation.cylinder(radius=0.03, height=0.1, sections=32)
+    can.update_faces(np.abs(can.face_normals[:, 2]) < 0.5)  # the side only: both ends open
+    return can
+
+
+@pytest.mark.parametrize("make, holes, volume_range_m3", [
+    (_sphere_with_two_holes, 2, (0.9 * (4 / 3 * np.pi * 0.04**3 - 2 * np.pi * 0.01**2 * 0.11 / 3), 4 / 3 * np.pi * 0.04**3)),
+    (_dome, 1, (0.9 * 2 / 3 * np.pi * 0.05**3, 2 / 3 * np.pi * 0.05**3)),
+    (_tube, 2, (0.9 * np.pi * 0.03**2 * 0.1, np.pi * 0.03**2 * 0.1)),
+], ids=["sphere_2_holes", "dome", "tube"])
+def test_a_mesh_with_holes_is_closed_by_the_meshfix_repair(tmp_path, hull_only, make, holes, volume_range_m3):
+    """Holes of many edges (which trimesh's own hole filling leaves open) are filled: the object is prepared, one
+    closed outward-facing solid of about the volume the holes' rims enclose."""
+    mesh = make()
+    assert f"{holes} holes" in mesh_object._defects(mesh)
+    trimesh_only = mesh.copy()
+    trimesh.repair.fill_holes(trimesh_only)
+    assert not trimesh_only.is_watertight, "the case needs more than trimesh's fill_holes"
+    path = tmp_path / "holey.obj"
+    mesh.export(path)
+    obj = prepare_object(user_object(path), hull_only)
+    assert obj.mesh.is_watertight and obj.mesh.is_volume and obj.mesh.body_count == 1
+    assert volume_range_m3[0] <= obj.volume_m3 <= volume_range_m3[1] * 1.01
+    assert obj.mesh.bounds[0, 2] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_textured_mesh_split_along_its_seams_is_welded_by_position(tmp_path, hull_only, monkeypatch):
+    """A 6 cm cube whose faces each have their own texture coordinates (as exported textured models are): trimesh
+    keeps its vertices apart along the seams (6 loose squares), the repair welds them by position - exactly, with no
+    MeshFix patch."""
+    monkeypatch.setattr(mesh_object, "_close_with_meshfix", lambda mesh, name: pytest.fail("MeshFix was not needed"))
+    box = trimesh.creation.box((0.06, 0.06, 0.06))
+    lines = [f"v {x:.6f} {y:.6f} {z:.6f}" for x, y, z in box.vertices]
+    lines += [f"vt {u} {v}" for u, v in ((0, 0), (1, 0), (1, 1), (0, 1), (0.5, 0.5), (0.2, 0.8))]
+    for i, face in enumerate(box.faces):  # every triangle its own texture coordinates: no vertex shared
+        lines.append("f " + " ".join(f"{v + 1}/{(i + k) % 6 + 1}" for k, v in enumerate(face)))
+    path = tmp_path / "textured.obj"
+    path.write_text("\n".join(lines) + "\n")
+    loaded = mesh_object.load_mesh_file(path)
+    loaded.merge_vertices()
+    assert not loaded.is_watertight, "the file's seams keep its vertices apart"
+    obj = prepare_object(user_object(path), hull_only)
+    assert obj.mesh.is_watertight and len(obj.mesh.vertices) == 8
+    assert obj.volume_m3 == pytest.approx(0.06**3, rel=1e-9)
+
+
+def _sheet(n: int, height_m) -> trimesh.Trimesh:
+    """An open one-sided n x n grid over 10 x 10 cm, at z = height_m(x, y)."""
+    x, y = np.meshgrid(np.linspace(0.0, 0.1, n), np.linspace(0.0, 0.1, n))
+    cells = [i * n + j for i in range(n - 1) for j in range(n - 1)]
+    faces = [[a, a + 1, a + n + 1] for a in cells] + [[a, a + n + 1, a + n] for a in cells]
+    return trimesh.Trimesh(np.c_[x.ravel(), y.ravel(), np.ravel(height_m(x, y))], faces)
+
+
+@pytest.mark.parametrize("sheet, message", [
+    (_sheet(11, lambda x, y: 0 * x), r"mesh is not watertight \(1 holes, 0 non-manifold edges\) and flat \(0 m thick, "
+                                     r"0\.1\d* m across\): no repair can make it a solid"),
+    (_sheet(40, lambda x, y: 0.005 * np.sin(60 * x)), r"mesh is not watertight \(1 holes, 0 non-manifold edges\) and its "
+                                                      r"repair would drop \d+% of its surface"),
+], ids=["flat", "wavy"])
+def test_a_mesh_that_no_repair_can_close_is_rejected_with_its_reason(tmp_path, hull_only, sheet, message):
+    """An open sheet encloses nothing: flat, it is refused before any repair; wavy, MeshFix's result keeps too little
+    of it. Either way the reason names the object and says why."""
+    path = tmp_path / "sheet.obj"
+    sheet.export(path)
+    with pytest.raises(ObjectRejected, match=f"^user/sheet: {message}$"):
         prepare_object(user_object(path), hull_only)
 
 

@@ -132,7 +132,7 @@ def test_missing_or_broken_nerf_configs_are_refused(tmp_path):
     with pytest.raises(StageError, match="no NeRF config"):
         load_nerf(tmp_path / "config.yml")
     (tmp_path / "config.yml").write_text("{not yaml: [")
-    with pytest.raises(StageError, match="cannot read NeRF config"):
+    with pytest.raises(StageError, match="config.yml is not a NeRF config this stack reads: ParserError"):
         load_nerf(tmp_path / "config.yml")
 
 

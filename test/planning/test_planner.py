@@ -60,16 +60,33 @@ def test_plan_returns_filtered_grasps_with_joint_targets(planner):
     (dict(sampler="magic"), StatusCode.INVALID_GOAL, "unknown sampler"),
     (dict(points_m=np.full((100, 3), np.nan)), StatusCode.INVALID_GOAL, "100 points with NaN"),
     (dict(points_m=None, bps=np.full(4095, 0.1), bps_centroid_height_m=0.05), StatusCode.INVALID_GOAL, "4096 values"),
-    (dict(points_m=None, bps=np.full(4096, 0.1)), StatusCode.INVALID_GOAL, "bps_centroid_height_m > 0"),
+    (dict(points_m=None, bps=np.full(4096, 0.1)), StatusCode.INVALID_GOAL, "0 < bps_centroid_height_m"),
     (dict(points_m=None, nerf_config_path="/nonexistent/config.yml"), StatusCode.INVALID_GOAL, "NeRF config not found"),
     (dict(points_m=None, bps=np.full(4096, 0.1), bps_centroid_height_m=0.05), StatusCode.INVALID_GOAL,
      "heuristic sampler needs a point cloud"),
     (dict(points_m=None, bps=np.full(4096, -0.1)), StatusCode.INVALID_GOAL, ">= 0"),
+    # inputs that describe no object on the table
+    (dict(points_m=box_surface_points() - [0, 0, 1.0]), StatusCode.INVALID_GOAL, "outside the region an object"),
+    (dict(points_m=box_surface_points() + 1e20), StatusCode.INVALID_GOAL, "outside the region an object"),
+    (dict(points_m=np.tile([[0.6, 0.0, 0.05]], (200, 1))), StatusCode.INVALID_GOAL, "the points span 0.0 mm"),
+    (dict(points_m=None, bps=np.full(4096, 1e30), bps_centroid_height_m=0.05), StatusCode.INVALID_GOAL,
+     "<= 2.0 m"),
+    (dict(points_m=None, bps=np.full(4096, 0.1), bps_centroid_height_m=1e20), StatusCode.INVALID_GOAL,
+     "0 < bps_centroid_height_m"),
+    (dict(refinement_iterations=10**9), StatusCode.INVALID_GOAL, "max_refinement_iterations"),
 ])
 def test_bad_requests_end_with_a_reason(planner, change, code, words):
     request = dataclasses.replace(PlanRequest(points_m=box_surface_points()), **change)
     result = planner.plan(request)
     assert result.status == code and words in result.reason and result.planned is None
+
+
+def test_a_goal_without_a_timeout_stops_at_the_planners_ceiling():
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=2000, chunk_size=50, max_plan_time_s=0.01))
+    result = planner.plan(PlanRequest(points_m=box_surface_points(), timeout_s=0.0))
+    assert result.status == StatusCode.TIMEOUT and "max_plan_time_s" in result.reason, result.reason
+    result = planner.plan(PlanRequest(points_m=box_surface_points(), timeout_s=1e9))  # the ceiling bounds long ones too
+    assert result.status == StatusCode.TIMEOUT and "max_plan_time_s" in result.reason, result.reason
 
 
 def test_cancel_timeout_and_no_result():

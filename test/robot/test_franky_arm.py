@@ -1,22 +1,38 @@
 """FrankyArm against franky-sim: a MuJoCo FR3 that speaks libfranka's protocol on a loopback address,
-started in this process. franky-sim's joints lag their commands by a few hundredths of a radian while moving
+run in this process. franky-sim's joints lag their commands by a few hundredths of a radian while moving
 and settle to within ~0.015 rad, so positions are compared with 0.02 rad.
 
 franky-sim's default wrist damping (kv 200 on joints 5-7, explicit at 1 ms) makes joint 7 chatter at
 +-0.08 rad/s at rest; franky-sim reports that, by finite differences, as a desired acceleration of ~4 rad/s^2,
 which franky takes as the start state of every motion (motions then start with a jerk and can run late). The
-fixture lowers the wrist damping to values that are stable at 1 ms (a real FR3 reports a consistent state)."""
+fixture lowers the wrist damping to values that are stable at 1 ms (a real FR3 reports a consistent state).
 
+The simulator's control loop runs here (`SimFR3`), not in franky-sim's `SimulationServer.run_async`: that loop
+steps as fast as it can and never waits for the client, so on a loaded machine (load 3-4 on 2 cores) franky missed
+cycles, extrapolated and re-planned (motions ran seconds late and overran), and when states stopped coming for about
+a second libfranka dropped the link ("Net Exception"), which then broke every later test of the module. `SimFR3`
+ticks at most at 1 kHz and, while a motion runs, waits for the client's answer to each state (up to
+`ANSWER_TIMEOUT_S`), as a robot whose clock counts only answered cycles would; robot time then means the same on a
+loaded machine. Faults are provoked on purpose: `stall_when_motion_starts` (no state for 2 s: libfranka's "UDP
+receive: Timeout"), `drop_connection` (the robot closes the link: "Net Exception"), `unplug` (the robot goes away);
+a reflex, which franky-sim does not simulate, is injected at franky's `Robot.move`. Each test starts from a
+checked arm (`healthy_arm`): a previous test that left it faulted or disconnected is repaired, not inherited.
+"""
+
+import gc
+import re
+import select
 import socket
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
+from getagrip_ros.robot.backend import RobotUnavailable
 from getagrip_ros.robot.description import ARM_JOINT_NAMES, FR3_Q_READY_RAD, HAND_JOINT_NAMES
 from getagrip_ros.robot.franky_arm import (
     ArmConnectionError, FrankyArm, FrankyArmConfig, FrankyNotInstalledError, check_trajectory, waypoint_velocities,
@@ -35,48 +51,239 @@ PATH_OFFSETS = np.array([
 ])
 PATH_TIMES = np.array([0.0, 0.4, 0.8, 1.2, 1.6])
 STABLE_KV = (450.0, 450.0, 350.0, 350.0, 60.0, 60.0, 40.0)  # franky-sim's defaults, wrist joints 5-7 damped less
+#: How long a simulator tick waits for the client's command while a motion runs, before it steps on without it.
+ANSWER_TIMEOUT_S = 0.2
+#: Longer than libfranka waits for a robot state (about 1 s: 0.8 s stalls pass, 1.2 s ones do not).
+STALL_S = 2.0
 
 
-@dataclass
-class SimRobot:
-    host: str
-    robot: object  # franky_sim robot: .inner_state.q is the simulator's own joint positions
+class SimFR3:
+    """franky-sim's FR3 on a free loopback address (127.0.0.1 unless taken), its control loop on a thread of ours.
 
+    Faults, done on the loop's own thread between ticks: `stall_when_motion_starts(s)` (once the next motion is
+    accepted, no state is sent for s seconds), `drop_connection()` (the robot closes the client's link), `unplug()` /
+    `plug_in()` (the robot's address refuses connections until it is plugged in again). `connections` counts the
+    client connections accepted, `loop_errors` the ticks that raised (the loop carries on)."""
+
+    def __init__(self) -> None:
+        import franky_sim
+        from franky_sim.franka_robot_server import FrankaRobotServer
+        from franky_sim.mujoco_simulator import MujocoSimulator
+
+        self._server_class = FrankaRobotServer
+        self._sim = MujocoSimulator()
+        self._sim.init()
+        self.robot = self._sim.add_robot(initial_q=FR3_Q_READY_RAD, kv=STABLE_KV)  # .inner_state.q: the sim's own joints
+        self._server = FrankaRobotServer(self.robot, franky_sim.LocalHostnames())  # binds the first free 127.x.y.z:1337
+        self._server.init()
+        self.host = self._server.hostname
+        # franky-sim 1.0.4 keeps the UDP socket private; the lock-step wait needs it (fail loudly if that changes)
+        assert hasattr(self._server, "_FrankaServer__udp_socket"), "franky-sim changed: no FrankaServer UDP socket"
+        self._sim.start()
+        self._actions: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self._was_connected = False
+        self.connections = 0
+        self.stalls = 0
+        self.loop_errors: list[str] = []
+        self.plugged_in = True
+        self._stall_at_motion_s = 0.0
+        self.ensure_running()
+
+    # -- the loop -------------------------------------------------------------------------------
+    def ensure_running(self) -> None:
+        """Start the loop (again, if a tick killed it) and plug the robot back in if a test left it unplugged."""
+        if not self.plugged_in:
+            self.plug_in()
+        if self._thread is None or not self._thread.is_alive():
+            self._running = True
+            self._thread = threading.Thread(target=self._loop, name="franky-sim-loop", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        next_tick = time.monotonic()
+        while self._running:
+            with self._lock:
+                actions, self._actions = self._actions, []
+            try:
+                for action in actions:
+                    action()
+                self._tick()
+            except Exception as e:  # noqa: BLE001 - a tick must not end the loop (e.g. a port closed under it)
+                self.loop_errors.append(f"{type(e).__name__}: {e}")
+                self._server.reset_state()
+            next_tick += 0.001
+            delay = next_tick - time.monotonic()
+            if self._server.current_motion_id:
+                next_tick = time.monotonic()  # a motion runs: the client's answers pace the loop (lock-step)
+            elif delay > 0:
+                time.sleep(delay)  # idle: 1 kHz
+            elif delay < -0.005:
+                next_tick = time.monotonic()  # behind: carry on at 1 kHz from now instead of catching up in a burst
+
+    def _tick(self) -> None:
+        server = self._server
+        udp = getattr(server, "_FrankaServer__udp_socket")
+        if server.current_motion_id and udp is not None:  # lock-step: wait for the answer to the last state
+            select.select([udp], [], [], ANSWER_TIMEOUT_S)
+        server.process_commands()
+        if self._stall_at_motion_s and server.current_motion_id:
+            stall_s, self._stall_at_motion_s = self._stall_at_motion_s, 0.0
+            self._stall(stall_s)
+        connected = server.tcp_connected
+        self.connections += int(connected and not self._was_connected)
+        self._was_connected = connected
+        self._sim.step()
+        server.send_state()
+
+    def _stall(self, seconds: float) -> None:
+        self.stalls += 1
+        time.sleep(seconds)
+
+    def _in_loop(self, action: Callable[[], None], wait: bool = True) -> None:
+        """Run action on the loop's thread between two ticks (no race with a tick); wait: until it ran (its
+        exception is raised here)."""
+        done, failed = threading.Event(), []
+
+        def run() -> None:
+            try:
+                action()
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                failed.append(e)
+            finally:
+                done.set()
+
+        with self._lock:
+            self._actions.append(run)
+        if wait:
+            assert done.wait(30.0), "the simulator's loop did not run the action"
+            if failed:
+                raise failed[0]
+
+    # -- faults ---------------------------------------------------------------------------------
+    def stall_when_motion_starts(self, seconds: float) -> None:
+        """When the next motion has been accepted, before its first state: send nothing for `seconds`."""
+        self._stall_at_motion_s = seconds
+
+    def drop_connection(self, wait: bool = True) -> None:
+        """The robot closes the client's link (TCP and UDP) and holds where it is."""
+        self._in_loop(self._server.reset_state, wait)
+
+    def unplug(self) -> None:
+        """The robot goes away: the link closes and its address refuses connections."""
+        def away() -> None:
+            self._server.reset_state()
+            self._server.cleanup()
+        self._in_loop(away)
+        self.plugged_in = False
+
+    def plug_in(self) -> None:
+        """The robot is back on the same address."""
+        def back() -> None:
+            self._server = self._server_class(self.robot, [self.host])
+            self._server.init()
+        if self._thread is not None and self._thread.is_alive():
+            self._in_loop(back)
+        else:
+            back()
+        self.plugged_in = True
+
+    # -- reading --------------------------------------------------------------------------------
     def q(self) -> np.ndarray:
         return np.array(self.robot.inner_state.q, dtype=float)
 
+    def close(self) -> None:
+        self._running = False
+        if self._thread is not None:
+            self._thread.join(10.0)
+        self._server.reset_state()
+        self._server.cleanup()
+        self._sim.cleanup()
+
+
+class Bench:
+    """The module's simulator and the arm the tests share."""
+
+    def __init__(self) -> None:
+        self.sim = SimFR3()
+        self.arm = FrankyArm(FrankyArmConfig(host=self.sim.host))
+        self.arm.connect()
+
+    def release_arm(self) -> None:
+        """Disconnect the shared arm (libfranka admits one client: a test with its own arm needs the robot)."""
+        self.arm.close()
+        gc.collect()  # franky closes the connection when its Robot object goes away
+
+    def close(self) -> None:
+        self.release_arm()
+        self.sim.close()
+
+
+def healthy_arm(bench: Bench) -> FrankyArm:
+    """What every test starts from: the simulator's loop running and plugged in, and the shared arm answering. An
+    arm a previous test left faulted is recovered (the arm's own bounded recovery); one that cannot be recovered is
+    disconnected and connected afresh."""
+    bench.sim.ensure_running()
+    arm = bench.arm
+    try:
+        if arm.faulted:
+            arm.recover()
+        arm.state()  # connects if a test released it; recovers first if the link died unnoticed
+        return arm
+    except ArmConnectionError:
+        bench.release_arm()
+    arm.connect()
+    arm.recover()
+    arm.state()
+    return arm
+
 
 @pytest.fixture(scope="module")
-def sim_robot():
+def bench():
     import franky  # noqa: F401 - installed by the set-up: missing fails
-    import franky_sim
-    from franky_sim.mujoco_simulator import MujocoSimulator
 
-    sim = MujocoSimulator()
-    sim.init()
-    robot = sim.add_robot(initial_q=FR3_Q_READY_RAD, kv=STABLE_KV)
-    server = franky_sim.SimulationServer(sim)  # binds the first free 127.x.y.z:1337
-    server.init()
-    server.run_async(realtime=False)
-    yield SimRobot(server.robot_servers[0].hostname, robot)
-    server.cleanup()
-    sim.cleanup()
+    made = Bench()
+    yield made
+    made.close()
 
 
-@pytest.fixture(scope="module")
-def arm(sim_robot):
-    with FrankyArm(FrankyArmConfig(host=sim_robot.host)) as connected:
-        yield connected
+@pytest.fixture
+def sim_robot(bench):
+    bench.sim.ensure_running()
+    return bench.sim
+
+
+def wait_still(arm: FrankyArm, timeout_s: float = 3.0) -> None:
+    """Until no joint moves more than 0.2 mrad in 50 ms (a previous test's last motion may still be settling)."""
+    end = time.monotonic() + timeout_s
+    q = arm.state().positions_rad
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        q, before = arm.state().positions_rad, q
+        if np.abs(q - before).max() < 2e-4:
+            return
+
+
+@pytest.fixture
+def arm(bench):
+    """The shared arm, checked (and repaired if need be) and at rest before each test."""
+    checked = healthy_arm(bench)
+    wait_still(checked)
+    return checked
 
 
 @pytest.fixture
 def at_ready(arm):
-    """Start each motion test from the ready pose."""
-    start = arm.state().positions_rad
-    duration = max(0.3, float(np.abs(READY - start).max()) / 0.5)
-    result = arm.move(JointTrajectory.linear(ARM_JOINT_NAMES, start, READY, duration, 5))
-    assert result.success, result.reason
-    return arm
+    """Start each motion test from the ready pose (a few tries: homing is set-up, not what the test checks)."""
+    for _ in range(3):
+        start = arm.state().positions_rad
+        duration = max(0.3, float(np.abs(READY - start).max()) / 0.5)
+        result = arm.move(JointTrajectory.linear(ARM_JOINT_NAMES, start, READY, duration, 5))
+        if result.success:
+            return arm
+    raise AssertionError(f"could not bring the arm to the ready pose: {result.reason}")
 
 
 def free_loopback_address() -> str:
@@ -206,6 +413,155 @@ def test_an_exception_in_should_stop_halts_the_arm(at_ready, sim_robot):
     assert np.abs(sim_robot.q() - q).max() < 2e-3
 
 
+# -- faults: recovery, bounded retries, no blind re-sending ---------------------------------------------------------
+COMMUNICATION_FAULT = "NetworkException|Net Exception"  # how libfranka / franky name a lost link
+
+
+def _out_and_stop(j1_rad: float, duration_s: float, points: int = 5) -> JointTrajectory:
+    return JointTrajectory.linear(ARM_JOINT_NAMES, READY, READY + np.array([j1_rad, 0, 0, 0, 0, 0, 0]), duration_s, points)
+
+
+def test_a_robot_that_stops_answering_before_the_arm_moves_is_recovered_and_the_motion_resent(at_ready, sim_robot):
+    """A real fault of the link: the robot sends no state for 2 s right after accepting the motion, and libfranka
+    gives up ("UDP receive: Timeout"). The arm had not moved, so after recovery the motion is re-sent from the
+    re-checked start, and it completes."""
+    arm = at_ready
+    stalls = sim_robot.stalls
+    goal = READY + np.array([0.3, 0, 0, 0, 0, 0, 0])
+    sim_robot.stall_when_motion_starts(STALL_S)
+    result = arm.move(_out_and_stop(0.3, 1.0))
+    assert sim_robot.stalls == stalls + 1
+    assert result.success, result.reason
+    assert re.search(COMMUNICATION_FAULT, arm.last_fault), arm.last_fault
+    assert not arm.faulted
+    assert 0.95 <= result.duration_s <= 2.0  # robot time of the re-sent motion
+    assert np.abs(sim_robot.q() - goal).max() < TOL_RAD
+
+
+def test_a_link_lost_midway_fails_that_motion_without_resending_it_and_the_next_motion_works(at_ready, sim_robot):
+    """The robot closes the link while the arm moves (franky: "Net Exception"). The motion had got under way, so it
+    is not re-sent (that would start it from a place the arm has left): the arm is recovered on a new connection,
+    holds where the fault stopped it, and the next motion, planned from there, works."""
+    arm = at_ready
+    connections = sim_robot.connections
+    dropped = []
+
+    def drop_when_moved() -> bool:
+        if not dropped and arm.state().positions_rad[0] - READY[0] > 0.08:
+            dropped.append(True)
+            sim_robot.drop_connection(wait=False)
+        return False
+
+    result = arm.move(_out_and_stop(0.6, 3.0, 31), drop_when_moved)
+    assert dropped
+    assert not result.success
+    assert re.search(COMMUNICATION_FAULT, result.reason) and "not re-sent: plan again from the measured joints" in \
+        result.reason, result.reason
+    assert not arm.faulted and sim_robot.connections > connections  # recovered, on a new connection
+    q_stop = sim_robot.q()
+    assert 0.08 <= q_stop[0] - READY[0] < 0.3  # ended early: neither carried on to the goal nor sent again from READY
+    assert np.abs(q_stop[1:] - READY[1:]).max() < TOL_RAD
+    time.sleep(0.3)
+    assert np.abs(sim_robot.q() - q_stop).max() < 2e-3  # holding still
+    start = arm.state().positions_rad
+    assert np.abs(start - sim_robot.q()).max() < 2e-3
+    back = arm.move(JointTrajectory.linear(ARM_JOINT_NAMES, start, READY, 1.0, 5))
+    assert back.success, back.reason
+    assert np.abs(sim_robot.q() - READY).max() < TOL_RAD
+
+
+def test_bounded_retries_end_in_an_arm_connection_error_and_the_next_call_recovers_first(bench):
+    """The robot goes away (its address refuses connections): each call makes fault_retries + 1 tries, recovering
+    after each, then raises ArmConnectionError naming the host and the last fault. Once the robot is back, the next
+    call recovers first (a new connection) and then moves."""
+    sim = bench.sim
+    healthy_arm(bench)
+    bench.release_arm()  # libfranka admits one client: this test drives the robot with its own arm
+    arm = FrankyArm(FrankyArmConfig(host=sim.host, fault_retries=2, retry_backoff_s=0.1))
+    try:
+        arm.connect()
+        q0 = arm.state().positions_rad
+        hold = JointTrajectory(ARM_JOINT_NAMES, np.array([0.0, 0.5]), np.stack([q0, q0]))
+        sim.unplug()
+        start = time.monotonic()
+        with pytest.raises(ArmConnectionError) as raised:
+            arm.move(hold)
+        elapsed = time.monotonic() - start
+        message = str(raised.value)
+        assert isinstance(raised.value, RobotUnavailable)  # a goal that meets it ends as a hardware error
+        assert f"the FR3 at {sim.host} kept faulting while moving: 3 faults in one call" in message, message
+        assert "(fault_retries = 2)" in message
+        assert f"last fault: ArmConnectionError: cannot connect to the FR3 at {sim.host}" in message, message
+        assert elapsed < 15.0  # bounded: 3 tries, 0.1 + 0.2 s of back-off (1.3 s on an idle machine)
+        assert arm.faulted
+        assert np.abs(sim.q() - q0).max() < 2e-3  # nothing moved
+        with pytest.raises(ArmConnectionError, match="while reading the joint state: 3 faults in one call"):
+            arm.state()
+        sim.plug_in()
+        result = arm.move(hold)  # recovers first, then moves
+        assert result.success, result.reason
+        assert not arm.faulted
+        assert np.abs(arm.state().positions_rad - q0).max() < TOL_RAD
+    finally:
+        sim.ensure_running()  # plugged in again even if an assertion failed
+        arm.close()
+        del arm
+        gc.collect()
+
+
+def test_the_per_test_check_repairs_an_arm_a_test_left_faulted(bench):
+    """What keeps one failure from breaking the tests after it: `healthy_arm`, run by every test's fixture,
+    recovers an arm a test left faulted (here: after ArmConnectionError, with the robot unplugged), and an arm whose
+    link died unnoticed recovers at its next call."""
+    arm = healthy_arm(bench)
+    sim = bench.sim
+    q = arm.state().positions_rad
+    hold = JointTrajectory(ARM_JOINT_NAMES, np.array([0.0, 0.2]), np.stack([q, q]))
+    sim.unplug()
+    with pytest.raises(ArmConnectionError):
+        arm.move(hold)  # (a state read alone may still find the last states the robot sent before it went)
+    assert arm.faulted and not sim.plugged_in
+    assert healthy_arm(bench) is arm and not arm.faulted and sim.plugged_in
+    assert np.abs(arm.state().positions_rad - sim.q()).max() < 2e-3
+    result = arm.move(hold)
+    assert result.success, result.reason
+    connections = sim.connections
+    sim.drop_connection()  # nobody notices until the next call
+    result = healthy_arm(bench).move(hold)
+    assert result.success, result.reason
+    assert not arm.faulted and sim.connections > connections  # recovered on a new connection
+
+
+def test_a_reflex_is_not_retried_and_the_next_motion_recovers_first(at_ready, sim_robot, monkeypatch):
+    """A reflex is a fault of the motion, not of the link: the arm is recovered but the motion is not re-sent, even
+    though it had not moved. franky-sim simulates no reflexes (its error recovery always succeeds), so this fault is
+    injected at the thinnest seam: franky's Robot.move raises the ControlException libfranka raises for a reflex."""
+    import franky
+
+    arm = at_ready
+    real_move = franky.Robot.move
+    sent = []
+
+    def reflex_once(robot, motion, *args, **kwargs):
+        sent.append(type(motion).__name__)
+        if len(sent) == 1:
+            raise franky.ControlException('libfranka: Move command aborted: motion aborted by reflex! ["cartesian_reflex"]')
+        return real_move(robot, motion, *args, **kwargs)
+
+    monkeypatch.setattr(franky.Robot, "move", reflex_once)
+    result = arm.move(_out_and_stop(0.3, 1.0))
+    assert not result.success
+    assert result.reason.startswith("robot error during the motion: ControlException: ") and "cartesian_reflex" in \
+        result.reason and "not re-sent" in result.reason, result.reason
+    assert sent == ["JointWaypointMotion"]  # once: not retried
+    assert not arm.faulted and "cartesian_reflex" in arm.last_fault
+    assert np.abs(sim_robot.q() - READY).max() < TOL_RAD  # nothing moved
+    again = arm.move(_out_and_stop(0.3, 1.0))
+    assert again.success, again.reason
+    assert sent == ["JointWaypointMotion", "JointWaypointMotion"]
+    assert np.abs(sim_robot.q() - (READY + np.array([0.3, 0, 0, 0, 0, 0, 0]))).max() < TOL_RAD
+
+
 def _bad(kind: str, start: np.ndarray) -> JointTrajectory:
     goal = start + np.array([0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     if kind == "hand joint names":
@@ -329,6 +685,9 @@ def test_the_module_imports_and_checks_without_franky():
     ({"relative_dynamics_factor": 1.5}, "relative_dynamics_factor must be in \\(0, 1\\]"),
     ({"goal_tolerance_rad": 0.0}, "goal_tolerance_rad must be > 0"),
     ({"lower_limits_rad": (0.0,) * 6}, "needs 7 values"),
+    ({"fault_retries": -1}, "fault_retries must be an int >= 0"),
+    ({"fault_retries": 1.5}, "fault_retries must be an int >= 0"),
+    ({"retry_backoff_s": -0.1}, "retry_backoff_s must be >= 0"),
 ])
 def test_config_is_validated(change, message):
     with pytest.raises(ValueError, match=message):

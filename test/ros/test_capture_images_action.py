@@ -29,7 +29,7 @@ SMALL_SIM = ["-p", "sim.camera_width_px:=160", "-p", "sim.camera_height_px:=120"
 def server(ros_env, tmp_path_factory):
     cache = tmp_path_factory.mktemp("convex_cache")
     args = ["--ros-args", "--params-file", str(config_path("robot.yaml")), *SMALL_SIM,
-            "-p", f"sim.object_cache_dir:={cache}"]
+            "-p", f"sim.object_cache_dir:={cache}", "-p", f"data_roots:=[{tmp_path_factory.getbasetemp()}]"]
     with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env) as proc:
         assert proc.wait_for_output("robot ready", timeout_s=60), proc.output()
         yield proc
@@ -136,7 +136,8 @@ def test_cancel_stops_the_arm_and_ends_canceled(rclpy_node, client, server, tmp_
 def test_hardware_backend_without_a_robot_fails_goals_with_the_reason(ros_env, rclpy_node, tmp_path):
     """FR3 through franky, Allegro topics, ZED 2i: with no robot at the address every goal ends HARDWARE_ERROR, saying why."""
     args = ["--ros-args", "--params-file", str(config_path("robot.yaml")), "-p", "backend:=hardware",
-            "-p", "hardware.franky_host:=127.0.0.1", "-r", "__node:=robot_hw", "-r", "capture_images:=capture_images_hw"]
+            "-p", "hardware.franky_host:=127.0.0.1", "-r", "__node:=robot_hw", "-r", "capture_images:=capture_images_hw",
+            "-p", f"data_roots:=[{tmp_path}]"]
     with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env,
                      log_path=tmp_path / "hw.out") as proc:
         assert proc.wait_for_output("robot ready (FR3 at 127.0.0.1 through franky", timeout_s=60), proc.output()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from rclpy.action import ActionClient
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from getagrip_interfaces.action import ExecuteGrasp, PlanMotion
+from getagrip_interfaces.action import ExecuteGrasp, PlanMotion, ResetWorld
 from getagrip_interfaces.msg import Status
+from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.robot.description import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
 from getagrip_ros.ros.conversions import grasps_to_msgs
@@ -29,9 +31,10 @@ from ..conftest import CUBE
 
 
 @pytest.fixture(scope="module")
-def server(ros_env):
+def server(ros_env, tmp_path_factory):
     args = ["--ros-args", "-p", f"sim.object_name:={CUBE['object']}", "-p", f"sim.object_yaw_rad:={CUBE['object_yaw_rad']}",
-            "-p", "sim.real_time_factor:=2.0", "-p", "state_rate_hz:=50.0"]
+            "-p", "sim.real_time_factor:=2.0", "-p", "state_rate_hz:=50.0",
+            "-p", f"data_roots:=[{tmp_path_factory.getbasetemp()}]"]
     with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env) as proc:
         assert proc.wait_for_output("robot ready (", 60), proc.output()
         yield proc
@@ -111,11 +114,21 @@ def test_the_allegro_topic_driver_moves_the_simulated_hand(ros_env, server, comm
     assert out["back"][0] and out["err_start"] < 0.05, out
 
 
-def test_bad_goals_are_refused_with_reasons(rclpy_node, clients, cube_grasps, cube_mesh_path):
+def test_bad_goals_are_refused_with_reasons(rclpy_node, clients, cube_grasps, cube_mesh_path, tmp_path):
     plan, execute = clients
-    status, result = _plan(rclpy_node, plan, cube_grasps, "/nonexistent/cube.stl")
+    status, result = _plan(rclpy_node, plan, cube_grasps, str(tmp_path / "nonexistent" / "cube.stl"))
     assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.INVALID_GOAL
     assert "cannot read the object mesh" in result.status.reason
+    status, result = _plan(rclpy_node, plan, cube_grasps, "/etc/passwd")
+    assert result.status.code == Status.INVALID_GOAL and "outside the configured roots" in result.status.reason
+    (tmp_path / "nan.obj").write_text("v 0.6 0 0\nv 0.7 0 0\nv 0.6 0.1 0\nv nan 0 0.1\nf 1 2 3\nf 1 2 4\n")
+    status, result = _plan(rclpy_node, plan, cube_grasps, str(tmp_path / "nan.obj"))
+    assert result.status.code == Status.INVALID_GOAL and "1 vertices with NaN" in result.status.reason, result.status.reason
+    for value, words in ((9.0, "joint_1.0 = 9.000 rad is"), (float("nan"), "grasps have NaN or inf")):
+        bad = Grasp.from_vector(cube_grasps.to_vector().clone(), "world")
+        bad.joint_angles_rad[0, 1] = value
+        status, result = _plan(rclpy_node, plan, bad, cube_mesh_path)
+        assert result.status.code == Status.INVALID_GOAL and words in result.status.reason, result.status.reason
     goal = PlanMotion.Goal(grasps=grasps_to_msgs(cube_grasps), object_mesh_path=cube_mesh_path, planner="curobo")
     status, result = call_action(rclpy_node, plan, goal, timeout_s=30)
     assert result.status.code == Status.NOT_IMPLEMENTED and "cuRobo" in result.status.reason
@@ -199,3 +212,17 @@ def test_hardware_backend_without_a_robot_refuses_goals_with_the_reason(ros_env,
         assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.HARDWARE_ERROR
         assert "the FR3 at 127.0.0.1 is not reachable" in result.status.reason
     assert proc.process.returncode == 0, proc.output()
+
+
+def test_a_reset_to_a_mesh_file_outside_the_data_roots_is_refused(rclpy_node, server):
+    outside = Path(tempfile.mkdtemp(prefix="getagrip_outside_")) / "thing.obj"  # not under this session's roots
+    outside.write_text("v 0 0 0\nv 0.1 0 0\nv 0 0.1 0\nv 0 0 0.1\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n")
+    client = ActionClient(rclpy_node, ResetWorld, "reset_world")
+    try:
+        status, result = call_action(rclpy_node, client, ResetWorld.Goal(object_name=str(outside)), timeout_s=60)
+        assert result.status.code == Status.INVALID_GOAL and "is outside the configured roots" in result.status.reason, \
+            result.status.reason
+    finally:
+        client.destroy()
+        outside.unlink()
+        outside.parent.rmdir()

@@ -26,8 +26,8 @@ def _flatten_yaml(tree: dict, prefix: str = "") -> dict:
 NODE_CONFIGS = {  # node name (= its YAML file and top-level key) -> the dataclass its parameters mirror
     "plan_grasp": "getagrip_ros.ros.plan_grasp_node:PlanGraspNodeConfig",
     "robot": "getagrip_ros.ros.robot_node:RobotNodeConfig",
-    "train_nerf": "getagrip_ros.perception.nerf.config:NerfTrainerConfig",
-    "extract_object": "getagrip_ros.perception.extract:ObjectExtractorConfig",
+    "train_nerf": "getagrip_ros.ros.train_nerf_node:TrainNerfNodeConfig",
+    "extract_object": "getagrip_ros.ros.extract_object_node:ExtractObjectNodeConfig",
     "grasp_task": "getagrip_ros.ros.grasp_task_node:GraspTaskNodeConfig",
 }
 

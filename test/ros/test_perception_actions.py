@@ -57,8 +57,8 @@ def _client(node, action_type, name: str):
 
 
 @pytest.fixture(scope="module")
-def train_server(ros_env):
-    with _serving(ros_env, "train_nerf") as proc:
+def train_server(ros_env, tmp_path_factory):
+    with _serving(ros_env, "train_nerf", "-p", f"data_roots:=[{tmp_path_factory.getbasetemp()}]") as proc:
         yield proc
 
 
@@ -69,9 +69,11 @@ def train_client(rclpy_node, train_server):
 
 
 @pytest.fixture(scope="module")
-def extract_server(ros_env):
-    # a coarser density-centroid grid (50^3, not 100^3) keeps the NeRF test short; the depth backend has none
-    with _serving(ros_env, "extract_object", "-p", "extraction.centroid_resolution:=50") as proc:
+def extract_server(ros_env, tmp_path_factory):
+    # a coarser density-centroid grid (50^3, not 100^3) keeps the NeRF test short; the depth backend has none.
+    # NeRF runs are accepted from this test session's temporary folders only
+    roots = f"data_roots:=[{tmp_path_factory.getbasetemp()}]"
+    with _serving(ros_env, "extract_object", "-p", "extraction.centroid_resolution:=50", "-p", roots) as proc:
         yield proc
 
 
@@ -116,7 +118,11 @@ def test_training_succeeds_with_feedback_per_iteration_and_a_nerfstudio_run(trai
     (lambda ds, out: train_goal(ds / "missing", out), "transforms.json is missing"),
     (lambda ds, out: train_goal(ds / "mug", out, profile="fast"), "unknown profile 'fast'"),
     (lambda ds, out: train_goal(ds / "three_views", out), "too few images"),
-], ids=["empty_dataset_dir", "no_dataset", "unknown_profile", "too_few_images"])
+    (lambda ds, out: train_goal(ds / "mug", out, num_iterations=2**32 - 1), "num_iterations must be in [0, 100000]"),
+    (lambda ds, out: train_goal(ds / "mug", "/etc/getagrip_run"), "output_dir '/etc/getagrip_run' is outside the configured roots"),
+    (lambda ds, out: train_goal("/usr/share", out), "dataset_dir '/usr/share' is outside the configured roots"),
+], ids=["empty_dataset_dir", "no_dataset", "unknown_profile", "too_few_images", "huge_iterations",
+        "output_outside_roots", "dataset_outside_roots"])
 def test_bad_training_goals_abort_with_a_reason_and_the_node_keeps_serving(rclpy_node, train_client, train_server,
                                                                          mug_datasets, tmp_path, make_goal, reason):
     status, result = call_action(rclpy_node, train_client, make_goal(mug_datasets, tmp_path / "runs"), timeout_s=60)
@@ -184,6 +190,14 @@ def test_depth_extraction_gives_cloud_bps_mesh_and_a_latched_cloud(rclpy_node, e
     assert np.allclose(point_cloud2_to_numpy(latched[-1]), cloud)
 
 
+def _crafted_config(folder) -> str:
+    """A config.yml under the roots whose YAML asks to run a command (it must be refused, nothing run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.yml"
+    path.write_text(f'!!python/object/apply:os.system ["touch {folder / "ran"}"]\n')
+    return str(path)
+
+
 def _nerf_goal_without_config(mug_datasets, out):
     return ExtractObject.Goal(backend="nerf", dataset_dir=str(mug_datasets / "mug"), output_dir=str(out))
 
@@ -196,14 +210,21 @@ def _nerf_goal_without_config(mug_datasets, out):
      "needs depth images"),
     (lambda ds, out: ExtractObject.Goal(backend="depth", dataset_dir=str(ds / "mug"), output_dir=""),
      "output_dir must be given"),
-], ids=["unknown_backend", "nerf_without_config", "rgb_only_dataset", "empty_output_dir"])
+    (lambda ds, out: ExtractObject.Goal(backend="nerf", nerf_config_path="/etc/passwd", output_dir=str(out)),
+     "is outside the configured roots"),
+    (lambda ds, out: ExtractObject.Goal(backend="nerf", nerf_config_path=str(_crafted_config(out.parent)),
+                                        output_dir=str(out)), "'os.system' is not allowed in a NeRF config"),
+    (lambda ds, out: ExtractObject.Goal(backend="depth", dataset_dir=str(ds / "mug"), output_dir="/etc/getagrip_obj"),
+     "output_dir '/etc/getagrip_obj' is outside the configured roots"),
+], ids=["unknown_backend", "nerf_without_config", "rgb_only_dataset", "empty_output_dir", "nerf_outside_roots",
+        "crafted_nerf_config", "output_outside_roots"])
 def test_bad_extraction_goals_abort_with_a_reason_and_the_node_keeps_serving(rclpy_node, extract_client, extract_server,
                                                                            mug_datasets, tmp_path, make_goal, reason):
     status, result = call_action(rclpy_node, extract_client, make_goal(mug_datasets, tmp_path / "obj"), timeout_s=60)
     assert status == GoalStatus.STATUS_ABORTED
     assert result.status.code == Status.INVALID_GOAL and reason in result.status.reason, result.status.reason
     assert result.mesh_path == "" and len(result.bps) == 0 and not (tmp_path / "obj" / "object.json").exists()
-    assert extract_server.process.poll() is None
+    assert not (tmp_path / "ran").exists() and extract_server.process.poll() is None
 
 
 def test_nerf_extraction_from_a_short_training_ends_cleanly(rclpy_node, extract_client, extract_server, trained,

@@ -100,6 +100,16 @@ def test_plan_succeeds_with_feedback_markers_and_valid_grasps(rclpy_node, client
         (lambda: cloud_goal(sampler="heuristic", evaluator="nerf"), Status.INVALID_GOAL, "needs a NeRF object source"),
         (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps=[0.1] * 4096, bps_frame_id="object"),
          Status.INVALID_GOAL, "bps_centroid_height_m"),
+        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_NERF, nerf_config_path="/etc/passwd",
+                                sampler="fixed", evaluator="none"), Status.INVALID_GOAL, "is outside the configured roots"),
+        # goals that describe no object on the table (README "Reliability and security")
+        (lambda: cloud_goal(frame_id="zed2i_left_optical"), Status.INVALID_GOAL, "transform it first"),
+        (lambda: cloud_goal(points=box_surface_points() - [0, 0, 1.0]), Status.INVALID_GOAL, "outside the region"),
+        (lambda: cloud_goal(points=box_surface_points() * 1e20), Status.INVALID_GOAL, "outside the region"),
+        (lambda: cloud_goal(points=np.tile([[0.6, 0.0, 0.05]], (200, 1))), Status.INVALID_GOAL, "the points span 0.0 mm"),
+        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps=[1e30] * 4096, bps_frame_id="world",
+                                bps_centroid_height_m=0.05, sampler="fixed"), Status.INVALID_GOAL, "<= 2.0 m"),
+        (lambda: cloud_goal(refinement_iterations=2**31 - 1), Status.INVALID_GOAL, "max_refinement_iterations"),
     ],
 )
 def test_bad_goals_abort_with_a_reason_and_the_node_keeps_serving(rclpy_node, client, server, goal, code, reason):
@@ -184,7 +194,7 @@ def test_cancel_while_queued_ends_the_goal_without_planning(rclpy_node, client, 
         rclpy.spin_once(rclpy_node, timeout_sec=0.02)
     b = send_goal(rclpy_node, client, cloud_goal(num_grasps=2), timeout_s=30, feedback=seen_b.append)
     status_b, result_b = cancel_after_feedback(rclpy_node, b, seen_b, 60, 60)
-    assert status_b == GoalStatus.STATUS_CANCELED and result_b.status.reason == "cancelled while queued"
+    assert status_b == GoalStatus.STATUS_CANCELED and result_b.status.reason == "cancelled by the client while queued"
     assert [f.stage for f in seen_b] == ["queued"]
     status_a, _ = wait_for_result(rclpy_node, a, 120)
     assert status_a == GoalStatus.STATUS_SUCCEEDED

@@ -90,6 +90,34 @@ def test_a_stage_over_its_budget_times_out(stages, config, tmp_path):
     assert read_bag(tmp_path / "timeout").outcome["status"] == "TIMEOUT"
 
 
+def test_bad_trial_names_are_refused_before_anything_runs(stages, config, tmp_path):
+    task = GraspTask(stages, config)
+    for name, words in (("x" * 300, "300 bytes long; at most 128"), ("a/b", "not a plain name"), (".hidden", "not a plain")):
+        with pytest.raises(ValueError, match=words):
+            task.run(CUBE_AT, name)
+    assert not any(tmp_path.iterdir())  # no bag, no work folder
+
+
+def test_a_failure_outside_the_stages_still_ends_recorded(stages, config, tmp_path, monkeypatch):
+    """The work folder cannot be made and the stages cannot describe themselves: the trial still ends with a real
+    code and the reason, and its bag is closed with the outcome."""
+    import getagrip_ros.task.grasp_task as grasp_task
+
+    def no_folder(path):
+        raise OSError(36, "File name too long", str(path))
+
+    def no_description():
+        raise RuntimeError("describe failed")
+
+    monkeypatch.setattr(grasp_task, "_fresh_folder", no_folder)
+    monkeypatch.setattr(stages, "describe", no_description)
+    result = GraspTask(stages, config).run(CUBE_AT, "no_work_dir")
+    assert result.status == StatusCode.INTERNAL_ERROR and "File name too long" in result.reason, result.reason
+    bag = read_bag(tmp_path / "no_work_dir")
+    assert bag.complete and bag.outcome["status"] == "INTERNAL_ERROR" and bag.outcome["reason"] == result.reason
+    assert bag.metadata["describe_error"] == "RuntimeError: describe failed"
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="perception"):
         GraspTaskConfig(perception="lidar")

@@ -1,13 +1,12 @@
 """Make nerfstudio 1.1.5 import and run offline beside the CPU build of torch.
 
-Three fixes, each at the thinnest seam:
+Two fixes, each at the thinnest seam (reading runs back without running what they name is
+`safe_config.py`'s job):
 1. PyPI's torchvision is a CUDA build; beside CPU torch its compiled ops fail to load and importing it
    raises "operator torchvision::nms does not exist". nerfstudio only needs torchvision's pure-Python
    parts, so the two op schemas torchvision registers fake kernels for are declared (not implemented).
 2. nerfacto builds the LPIPS eval metric at construction, which downloads AlexNet weights:
    :class:`OfflineLpips` replaces it (LPIPS is reported as NaN; training is unaffected).
-3. torch >= 2.6 loads with ``weights_only=True`` by default, which rejects nerfstudio checkpoints:
-   :func:`load_checkpoint` loads our own checkpoints with ``weights_only=False``.
 """
 
 from __future__ import annotations
@@ -84,8 +83,3 @@ def offline_lpips() -> Iterator[None]:
         yield
     finally:
         lpip.LearnedPerceptualImagePatchSimilarity = original
-
-
-def load_checkpoint(path: str | Path) -> dict:
-    """A nerfstudio checkpoint we wrote ourselves (trusted file: numpy scalars inside need weights_only=False)."""
-    return torch.load(path, map_location="cpu", weights_only=False)

@@ -99,20 +99,21 @@ class LoadedNerf:
 def load_nerf(config_path: str | Path, device: str = "cpu") -> LoadedNerf:
     """Load a NeRF trained by :func:`getagrip_ros.perception.nerf.train.train_nerf` (or ns-train nerfacto).
 
+    Nothing the files name runs: the config is read by `safe_config.load_nerf_config`, the checkpoint with
+    weights_only=True.
+
     Raises:
-        StageError: INVALID_GOAL when the config or its checkpoint is missing or unreadable.
+        StageError: INVALID_GOAL when the config or its checkpoint is missing, unreadable or refused.
     """
     config_path = Path(config_path)
     if not config_path.is_file():
         raise StageError(StatusCode.INVALID_GOAL, f"no NeRF config at {config_path}")
-    from getagrip_ros.perception.nerf.compat import load_checkpoint
-    from getagrip_ros.perception.nerf.offline_nerfacto import OfflineNerfactoModel  # noqa: F401  (imports nerfstudio)
-    import yaml
+    from getagrip_ros.perception.nerf.safe_config import UnsafeNerfConfig, load_nerf_checkpoint, load_nerf_config
 
     try:
-        config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
-    except Exception as exc:  # a YAML or class-lookup failure: not a usable nerfstudio config
-        raise StageError(StatusCode.INVALID_GOAL, f"cannot read NeRF config {config_path}: {exc}") from exc
+        config = load_nerf_config(config_path)
+    except UnsafeNerfConfig as err:  # refused before anything it names runs
+        raise StageError(StatusCode.INVALID_GOAL, str(err)) from err
     config.output_dir = config_path.parent.parent.parent.parent  # the run folder may have moved
     checkpoints = sorted(config.get_checkpoint_dir().glob("step-*.ckpt")) if hasattr(config, "get_checkpoint_dir") else []
     if not checkpoints:
@@ -122,8 +123,16 @@ def load_nerf(config_path: str | Path, device: str = "cpu") -> LoadedNerf:
     T_world_nerf = np.array(metadata.get("T_world_nerf", np.eye(4)), float)
     if (config_path.parent / NERF_TRANSFORMS_FILE).is_file():  # the run folder may have moved
         config.pipeline.datamanager.data = config_path.parent / NERF_TRANSFORMS_FILE
-    pipeline = config.pipeline.setup(device=device, test_mode="inference")
-    state = load_checkpoint(checkpoints[-1])
-    pipeline.load_pipeline(state["pipeline"], state["step"])
+    try:
+        pipeline = config.pipeline.setup(device=device, test_mode="inference")
+    except Exception as err:  # noqa: BLE001 - the config names data or settings nerfstudio cannot set up
+        raise StageError(StatusCode.INVALID_GOAL, f"cannot set up the NeRF run {config_path}: "
+                         f"{type(err).__name__}: {str(err)[:300]}") from err
+    try:
+        state = load_nerf_checkpoint(checkpoints[-1])
+        pipeline.load_pipeline(state["pipeline"], state["step"])
+    except Exception as err:  # noqa: BLE001 - unreadable, holding more than weights, or not this model's weights
+        raise StageError(StatusCode.INVALID_GOAL, f"cannot read the NeRF checkpoint {checkpoints[-1]}: "
+                         f"{type(err).__name__}: {str(err)[:300]}") from err
     pipeline.eval()
     return LoadedNerf(pipeline, T_world_nerf, config_path, device, metadata.get("dataset_dir", ""))
