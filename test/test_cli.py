@@ -83,3 +83,19 @@ def test_perception_cli_captures_with_the_simulated_robot_and_trains_a_nerf(tmp_
     out = capsys.readouterr().out
     assert code == 0 and "config:" in out and "held-out PSNR" in out
     assert len(list((tmp_path / "runs").rglob("config.yml"))) == 1
+
+
+def test_cli_refuses_a_pickled_grasp_set_without_running_it(tmp_path, capsys):
+    import os
+
+    class Marker:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'ran'}",))
+
+    np.save(tmp_path / "cloud.npy", box_surface_points())
+    np.save(tmp_path / "evil.npy", {"trans": Marker()}, allow_pickle=True)
+    code = main([str(tmp_path / "cloud.npy"), "--sampler", "fixed", "--fixed-grasps", str(tmp_path / "evil.npy"),
+                 "--out", str(tmp_path / "g.npz")])
+    err = capsys.readouterr().err
+    assert code == 1 and "evil.npy" in err and "is not allowed" in err, err
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "g.npz").exists()

@@ -12,6 +12,7 @@ Frames: world = robot base fr3_link0 (z up, table top at z = 0); metres, radians
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +73,8 @@ class RobotStagesConfig:
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     planning_time_limit_s: float = 1.0
     """OMPL path search per grasp (a request's timeout_s bounds the whole request)."""
+    max_motion_planning_s: float = 300.0
+    """Ceiling on one plan_motion request, whatever its timeout_s (0 there means this)."""
     stages: GraspStagesConfig = field(default_factory=GraspStagesConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
@@ -316,7 +319,7 @@ class RobotStages:
                     self.robot.run(self.robot.release)
         else:
             q_arm, q_hand = np.asarray(request.start_arm_rad, float), np.asarray(request.start_hand_rad, float)
-        timeout = float(request.timeout_s) if request.timeout_s > 0 else None
+        timeout = min(float(request.timeout_s) or math.inf, self.config.max_motion_planning_s)
         try:
             return planner.plan_grasp_motion(q_arm, q_hand, world, request.grasps, seed=int(request.seed), timeout_s=timeout,
                                              check=lambda stages: self.safety.check_stages(stages, q_arm, q_hand, world))
