@@ -111,6 +111,10 @@ def test_pickled_grasp_sets_build_arrays_only(tmp_path, tiny_models):
         load_grasp_set(tmp_path / "junk.npy")
     assert not marker.exists()
     assert len(load_grasp_set(tiny_models.fixed_grasps)) > 0  # ours (.npz) as before
+    public["trans"][1] = np.nan  # a set that describes no grasp
+    np.save(tmp_path / "nan.npy", public, allow_pickle=True)
+    with pytest.raises(StageError, match="nan.npy has 1 of 3 grasps with NaN or inf"):
+        load_grasp_set(tmp_path / "nan.npy")
 
 
 def test_paths_from_goals_must_lie_under_the_configured_roots(tmp_path):

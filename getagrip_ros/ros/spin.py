@@ -24,6 +24,8 @@ def spin_node(make_node: Callable[[], Node], args: list[str] | None = None, num_
     `num_threads`: executor threads; a running goal holds one, so cancels and queued goals need more. The node's
     ``close()`` method, when it has one, runs before rclpy shuts down; further SIGINTs are ignored meanwhile.
     """
+    if threading.current_thread() is threading.main_thread():  # SIGINT only shuts the context down (rclpy's handler):
+        signal.signal(signal.SIGINT, lambda signum, frame: None)  # no KeyboardInterrupt at a random line meanwhile
     rclpy.init(args=args)
     node = None
     try:
@@ -31,7 +33,11 @@ def spin_node(make_node: Callable[[], Node], args: list[str] | None = None, num_
         executor = MultiThreadedExecutor(num_threads=num_threads)
         executor.add_node(node)
         while node.context.ok():  # a bounded wait: a SIGINT that lands before the first wait still ends the loop
-            executor.spin_once(timeout_sec=0.5)
+            try:
+                executor.spin_once(timeout_sec=0.5)
+            except Exception:  # noqa: BLE001 - the context went down between the check and the wait (SIGINT)
+                if node.context.ok():
+                    raise
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

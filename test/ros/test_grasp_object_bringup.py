@@ -131,6 +131,8 @@ def test_cancel_and_bad_goals_end_with_a_reason_and_the_server_keeps_serving(rcl
     assert result.status.code == Status.INVALID_GOAL and "exists" in result.status.reason
     status, result = call_action(rclpy_node, client, _goal("../escape"), timeout_s=30)
     assert result.status.code == Status.INVALID_GOAL and "not a plain name" in result.status.reason
+    status, result = call_action(rclpy_node, client, _goal("x" * 300), timeout_s=30)  # longer than a file name may be
+    assert result.status.code == Status.INVALID_GOAL and "at most 128" in result.status.reason, result.status.reason
     # after a cancelled trial the next one starts from a reset world again
     status, result = call_action(rclpy_node, client, _goal("after_cancel"), timeout_s=400)
     assert status == GoalStatus.STATUS_SUCCEEDED and result.success, result.status.reason
