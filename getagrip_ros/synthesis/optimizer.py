@@ -1,0 +1,416 @@
+"""Grasp synthesis by gradient descent through the relaxed contact objective (Grasp'D), for any hand.
+
+``synthesize_grasps(hand, sdf, config, options)`` optimises B grasps at once:
+
+- Start: joints at the hand's open pose, desired forces zero; the palm point 10 cm from a sampled surface
+  point along its normal, facing it, with a random roll about the normal. Of 8 such candidates per grasp the
+  one reaching least below the table and into the initial level set is kept, and backed out until it clears
+  that level set (see :func:`sample_starts`).
+- Coarse-to-fine: contacts act on the level set at an offset falling linearly from ``offset_start_m``
+  (~10 cm) to 0 over the first ``offset_fraction`` (5/7) of the steps, then 0.
+- Objective: minimise physics + hand losses subject to the task and joint-limit losses, with MDMM
+  (a Lagrange multiplier per grasp and constraint, raised by gradient ascent, plus a quadratic damping
+  term); Adamax on the wrist pose (translation + rot6d), the joints and the desired forces.
+- Control: ``should_stop()`` and the deadline are checked after every chunk of steps, ``progress(fraction)``
+  is called there; a grasp whose loss or gradient becomes non-finite is frozen at its last finite state and
+  reported, the others go on; a cancel or a deadline returns the current grasps marked partial.
+
+The result holds the wrist poses, joints, fingertip contact normals and per-grasp metrics; for the Allegro
+hand also the project's 37-D :class:`Grasp` (pre-grasp joints with the fingertips backed off along their
+contact normals, closing directions inward along them).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Optional
+
+import numpy as np
+import torch
+
+from getagrip_ros.grasp.rotations import rot6d_from_matrix
+from getagrip_ros.synthesis.contact import ContactConfig
+from getagrip_ros.synthesis.hand_model import HandModel, pose_from_translation_rot6d
+from getagrip_ros.synthesis.losses import (GraspMetrics, HandState, LossTerms, PhysicsLossConfig, axis_wrenches, evaluate_losses,
+                                           grasp_metrics)
+from getagrip_ros.synthesis.object_sdf import ObjectSDF
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    """Weights of the minimised terms, in units of the physics loss (N of force mismatch)."""
+
+    physics: float = 1.0
+    """Per N."""
+    joint_midrange: float = 0.01
+    """Per unit of sum ((q - mid) / range)^2."""
+    self_intersection: float = 1e7
+    """Per m of summed sphere overlap (10 k_n: a link pair's overlap outweighs the pull of many samples)."""
+    table: float = 1e7
+    """Per m of summed sample depth below the table (as self-intersection)."""
+
+
+@dataclass(frozen=True)
+class MDMMConfig:
+    """Modified Differential Method of Multipliers on the constrained losses: task <= tolerance, joint limits = 0.
+
+    Each grasp has one multiplier per constraint, raised by gradient ascent (rate * violation per step, never
+    below 0); the Lagrangian also gets (damping / 2) * violation^2.
+    """
+
+    task_tolerance_n2: float = 1e-3
+    """The task constraint is task_loss <= this (N^2)."""
+    task_rate: float = 1.0
+    """Multiplier step per N^2 of task violation."""
+    task_damping: float = 10.0
+    limit_rate: float = 1e5
+    """Multiplier step per rad of summed joint-limit violation."""
+    limit_damping: float = 1e7
+
+
+@dataclass(frozen=True)
+class SynthesisConfig:
+    """Build options of the optimiser (per-call options are in :class:`SynthesisOptions`)."""
+
+    num_steps: int = 300
+    chunk_steps: int = 25
+    """Steps between checks of should_stop / the deadline and progress reports."""
+    offset_start_m: float = 0.10
+    """Coarse-to-fine: initial level-set offset (paper: ~10 cm)."""
+    offset_fraction: float = 5.0 / 7.0
+    """Share of the steps over which the offset falls linearly to 0 (paper: 5000 of 7000)."""
+    approach_distance_m: float = 0.10
+    """Start: palm point this far from the sampled surface point along its normal (paper: 10 cm)."""
+    lr_translation_m: float = 2e-3
+    lr_rotation: float = 1e-2
+    lr_joints_rad: float = 2e-2
+    lr_force_n: float = 2e-3
+    final_lr_fraction: float = 0.1
+    """After the coarse-to-fine phase the learning rates fall linearly to this share of their value."""
+    adamax_betas: tuple[float, float] = (0.9, 0.95)
+    """Adamax moments; a short infinity-norm memory (0.95) lets steps recover after stiff contact spikes."""
+    task_wrenches: Literal["axes6", "axes12"] = "axes6"
+    task_moves_hand: bool = False
+    """Whether the task loss's gradient reaches the hand pose through the contact points and normals. False: it
+    shapes only the desired forces, and the physics loss pulls the hand to where they act (steadier: far from
+    the object the torque arms would otherwise swing the hand)."""
+    torque_length_m: Optional[float] = None
+    """Lever L that turns unit torques into forces (None: RMS distance of the object's surface to its centre)."""
+    contact: ContactConfig = ContactConfig()
+    physics: PhysicsLossConfig = PhysicsLossConfig()
+    weights: LossWeights = LossWeights()
+    mdmm: MDMMConfig = MDMMConfig()
+    table_clearance_m: float = 0.002
+    """Hand samples are kept this far above the table."""
+    joint_limit_slack_rad: float = 0.1
+    """Safeguard: after each step the joints are projected into their limits widened by this (the MDMM constraint
+    handles violations within it; a stiff contact could otherwise fling a joint far out, and Adamax would then
+    remember that gradient for many steps)."""
+    contact_threshold_m: float = 0.002
+    """Metrics: samples within this distance of the surface count as contact."""
+    pregrasp_backoff_m: float = 0.015
+    """Allegro output: fingertips backed off this far along their contact normals (pre-grasp)."""
+    dtype: torch.dtype = torch.float32
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    """Per-call options."""
+
+    num_grasps: int = 32
+    seed: int = 0
+    T_object_table: Optional[np.ndarray] = field(default_factory=lambda: np.eye(4))
+    """(4, 4) table frame in the object (SDF) frame; the hand stays above its z = 0. Default: the object frame of
+    ``prepare_object`` (resting on z = 0); None: no table."""
+    should_stop: Optional[Callable[[], bool]] = None
+    """Checked after every chunk; True stops and returns the current grasps, i.e. the latest iterate of each
+    (partial, cancelled)."""
+    progress: Optional[Callable[[float], None]] = None
+    """Called after every chunk with the fraction of steps done."""
+    deadline_monotonic_s: Optional[float] = None
+    """time.monotonic() after which the current grasps are returned (partial)."""
+    time_budget_s: Optional[float] = None
+    """Same as a deadline this many seconds after the call."""
+    initial_T_object_root: Optional[torch.Tensor] = None
+    """(B, 4, 4) wrist starts instead of the sampled ones (B replaces num_grasps)."""
+    initial_joint_angles_rad: Optional[torch.Tensor] = None
+    """(B, J) joint starts instead of the open hand."""
+    on_chunk: Optional[Callable[[int, HandState, LossTerms], None]] = None
+    """Called after every chunk with the step count, the (detached) variables and the loss terms of that chunk's
+    last step: for traces and pictures of the coarse-to-fine trajectory."""
+
+
+@dataclass
+class SynthesisResult:
+    """B synthesised grasps in the SDF's frame (``frame_id``)."""
+
+    T_object_root: torch.Tensor
+    """(B, 4, 4) wrist poses."""
+    joint_angles_rad: torch.Tensor
+    """(B, J) joints in contact (clamped to the limits)."""
+    fingertip_points_m: torch.Tensor
+    """(B, F, 3) fingertip contact points."""
+    fingertip_normals: torch.Tensor
+    """(B, F, 3) outward object normals at the fingertip contact points (toward the object centre where the grid
+    gradient vanishes)."""
+    metrics: GraspMetrics
+    failed: torch.Tensor
+    """(B,) True for grasps stopped by a non-finite loss or gradient (frozen at their last finite state)."""
+    failure_reasons: dict[int, str]
+    partial: bool
+    """True when a cancel or the deadline ended the optimisation early."""
+    cancelled: bool
+    steps_done: int
+    num_steps: int
+    elapsed_s: float
+    frame_id: str
+    grasp: Optional[object] = None
+    """The 37-D :class:`getagrip_ros.grasp.grasp.Grasp` batch (Allegro hands only)."""
+
+    def __len__(self) -> int:
+        return len(self.T_object_root)
+
+
+def offset_at(step: int, config: SynthesisConfig) -> float:
+    """Coarse-to-fine level-set offset (m) at a step."""
+    ramp = max(1.0, config.offset_fraction * config.num_steps)
+    return config.offset_start_m * max(0.0, 1.0 - step / ramp)
+
+
+def lr_factor_at(step: int, config: SynthesisConfig) -> float:
+    """Learning-rate multiplier: 1 while the offset falls, then linear down to final_lr_fraction."""
+    start = config.offset_fraction * config.num_steps
+    if step <= start or config.num_steps <= start:
+        return 1.0
+    t = (step - start) / (config.num_steps - start)
+    return 1.0 - (1.0 - config.final_lr_fraction) * t
+
+
+def _frame(a: torch.Tensor) -> torch.Tensor:
+    """(B, 3) unit vectors -> (B, 3, 3) rotations whose first column is a."""
+    helper = torch.where(a[:, 2:].abs() > 0.9, a.new_tensor([1.0, 0.0, 0.0]).expand_as(a), a.new_tensor([0.0, 0.0, 1.0]).expand_as(a))
+    b = torch.linalg.cross(a, helper, dim=-1)
+    b = b / b.norm(dim=-1, keepdim=True)
+    return torch.stack([a, b, torch.linalg.cross(a, b, dim=-1)], -1)
+
+
+def sample_starts(hand: HandModel, sdf: ObjectSDF, num_grasps: int, approach_distance_m: float, offset_m: float,
+                  T_object_table: Optional[torch.Tensor], generator: torch.Generator,
+                  q_rad: Optional[torch.Tensor] = None, candidates_per_grasp: int = 8) -> torch.Tensor:
+    """(B, 4, 4) wrist starts: palm point `approach_distance_m` out along the normal of a random surface point,
+    palm normal toward it, random roll.
+
+    Each grasp draws `candidates_per_grasp` candidates and keeps the one whose hand (at its start joints `q_rad`
+    (B, J), default open) reaches least below the table, then least into the level set at `offset_m` (where the
+    optimisation starts; the smoothed surface of a non-convex object is not tangent to the palm); the start is
+    then backed out along its normal until the hand clears that level set (stiff contacts at the first step would
+    throw the hand off).
+    """
+    q = hand.open_joint_angles_rad.expand(num_grasps, -1) if q_rad is None else q_rad.to(torch.float64)
+    T, n = _starts(hand, sdf, num_grasps * candidates_per_grasp, approach_distance_m, generator)
+
+    def depths(T: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        points, _ = hand.surface(hand.link_poses(T, q))
+        into_object = (-sdf.distance(points, offset_m)).clamp_min(0).amax(-1)
+        if T_object_table is None:
+            return into_object, torch.zeros_like(into_object)
+        height = points @ T_object_table[:3, 2] - float(T_object_table[:3, 2] @ T_object_table[:3, 3])
+        return into_object, (-height).clamp_min(0).amax(-1)
+
+    with torch.no_grad():
+        into_object, below_table = depths(T, q.repeat(candidates_per_grasp, 1))  # candidate k is for grasp k % B
+        score = (into_object + 10.0 * below_table).reshape(candidates_per_grasp, num_grasps)
+        best = score.argmin(0) * num_grasps + torch.arange(num_grasps)
+        T, n = T[best].clone(), n[best]
+        for _ in range(3):
+            into_object, _ = depths(T, q)
+            T[:, :3, 3] += n * into_object[:, None]
+    return T
+
+
+def _starts(hand: HandModel, sdf: ObjectSDF, num_grasps: int, approach_distance_m: float,
+            generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random starts (B, 4, 4) and their approach normals (B, 3)."""
+    points, normals = sdf.surface_points_m, sdf.surface_normals
+    pick = torch.randint(len(points), (num_grasps,), generator=generator)
+    p, n = points[pick], normals[pick]
+    roll = 2 * math.pi * torch.rand(num_grasps, generator=generator, dtype=torch.float64)
+    R_object_a = _frame(-n)  # a-frame: x = palm normal wanted (into the object)
+    c, s = roll.cos(), roll.sin()
+    R_roll = torch.zeros(num_grasps, 3, 3, dtype=torch.float64)
+    R_roll[:, 0, 0] = 1.0
+    R_roll[:, 1, 1], R_roll[:, 1, 2], R_roll[:, 2, 1], R_roll[:, 2, 2] = c, -s, s, c
+    R_root_h = _frame(hand.palm_normal_in_root[None])[0]  # h-frame: x = the hand's palm normal
+    R = R_object_a @ R_roll @ R_root_h.T
+    palm_point = p + approach_distance_m * n
+    T = torch.zeros(num_grasps, 4, 4, dtype=torch.float64)
+    T[:, :3, :3] = R
+    T[:, :3, 3] = palm_point - (R @ hand.palm_point_in_root_m)
+    T[:, 3, 3] = 1.0
+    return T, n
+
+
+def _torque_length(sdf: ObjectSDF, config: SynthesisConfig) -> float:
+    if config.torque_length_m is not None:
+        return float(config.torque_length_m)
+    rms = float((sdf.surface_points_m - sdf.centre_m).square().sum(-1).mean().sqrt())
+    return max(rms, 1e-3)
+
+
+def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig = SynthesisConfig(),
+                      options: SynthesisOptions = SynthesisOptions()) -> SynthesisResult:
+    """Synthesise grasps of the object `sdf` with `hand` (see the module docstring)."""
+    started = time.monotonic()
+    deadlines = [d for d in (options.deadline_monotonic_s,
+                             None if options.time_budget_s is None else started + options.time_budget_s) if d is not None]
+    deadline = min(deadlines) if deadlines else None
+    if config.num_steps < 1 or config.chunk_steps < 1:
+        raise ValueError(f"num_steps and chunk_steps must be >= 1, got {config.num_steps}, {config.chunk_steps}")
+    dtype = config.dtype
+    generator = torch.Generator().manual_seed(options.seed)
+    T_table = None if options.T_object_table is None else torch.as_tensor(np.asarray(options.T_object_table), dtype=torch.float64)
+    if T_table is not None and tuple(T_table.shape) != (4, 4):
+        raise ValueError(f"T_object_table must be (4, 4), got {tuple(T_table.shape)}")
+    T_table_object = None if T_table is None else torch.linalg.inv(T_table)
+
+    if options.initial_T_object_root is not None:
+        T0 = torch.as_tensor(options.initial_T_object_root, dtype=torch.float64)
+        if T0.ndim != 3 or T0.shape[1:] != (4, 4):
+            raise ValueError(f"initial_T_object_root must be (B, 4, 4), got {tuple(T0.shape)}")
+    else:
+        if options.num_grasps < 1:
+            raise ValueError(f"num_grasps must be >= 1, got {options.num_grasps}")
+    B = len(T0) if options.initial_T_object_root is not None else options.num_grasps
+    if options.initial_joint_angles_rad is not None:
+        q0 = torch.as_tensor(options.initial_joint_angles_rad, dtype=torch.float64)
+        if tuple(q0.shape) != (B, hand.num_joints):
+            raise ValueError(f"initial_joint_angles_rad must be ({B}, {hand.num_joints}), got {tuple(q0.shape)}")
+    else:
+        q0 = hand.open_joint_angles_rad.expand(B, -1)
+    if not bool(torch.isfinite(q0).all()):
+        raise ValueError("initial joints have NaN or inf values")
+    if options.initial_T_object_root is None:
+        T0 = sample_starts(hand, sdf, B, config.approach_distance_m, config.offset_start_m, T_table, generator, q0)
+    if not bool(torch.isfinite(T0).all()):
+        raise ValueError("initial wrist poses have NaN or inf values")
+
+    wrenches = axis_wrenches(config.task_wrenches, dtype)
+    torque_length = _torque_length(sdf, config)
+    num_contact = int(hand.contact_mask.sum())
+    translation = T0[:, :3, 3].to(dtype).clone().requires_grad_(True)
+    rot6d = rot6d_from_matrix(T0[:, :3, :3]).to(dtype).clone().requires_grad_(True)
+    q = q0.to(dtype).clone().requires_grad_(True)
+    normal_force_n = torch.zeros(B, num_contact, dtype=dtype, requires_grad=True)
+    tangential_force_n = torch.zeros(B, len(wrenches), num_contact, 3, dtype=dtype, requires_grad=True)
+    groups = [(translation, config.lr_translation_m), (rot6d, config.lr_rotation), (q, config.lr_joints_rad),
+              (normal_force_n, config.lr_force_n), (tangential_force_n, config.lr_force_n)]
+    optimizer = torch.optim.Adamax([{"params": [p], "lr": lr} for p, lr in groups], betas=config.adamax_betas)
+    base_lrs = [lr for _, lr in groups]
+    multipliers = torch.zeros(B, 2, dtype=dtype)  # task, joint limits
+    rates = torch.tensor([config.mdmm.task_rate, config.mdmm.limit_rate], dtype=dtype)
+    damping = torch.tensor([config.mdmm.task_damping, config.mdmm.limit_damping], dtype=dtype)
+    failed = torch.zeros(B, dtype=torch.bool)
+    reasons: dict[int, str] = {}
+    frozen = [p.detach().clone() for p, _ in groups]
+    w, mdmm = config.weights, config.mdmm
+    lower_slack = (hand.lower_limits_rad - config.joint_limit_slack_rad).to(dtype)
+    upper_slack = (hand.upper_limits_rad + config.joint_limit_slack_rad).to(dtype)
+
+    def state() -> HandState:
+        return HandState(pose_from_translation_rot6d(translation, rot6d), q, normal_force_n, tangential_force_n)
+
+    step, partial, cancelled = 0, False, False
+    while step < config.num_steps:
+        offset = offset_at(step, config)
+        factor = lr_factor_at(step, config)
+        for group, lr in zip(optimizer.param_groups, base_lrs):
+            group["lr"] = lr * factor
+        terms: LossTerms = evaluate_losses(hand, sdf, state(), wrenches, torque_length, offset, config.contact,
+                                           T_table_object, config.table_clearance_m, config.physics, config.task_moves_hand)
+        constraints = torch.stack([terms.task - mdmm.task_tolerance_n2, terms.joint_limits], -1)
+        objective = (w.physics * terms.physics + w.joint_midrange * terms.joint_midrange
+                     + w.self_intersection * terms.self_intersection + w.table * terms.table
+                     + (multipliers * constraints + 0.5 * damping * constraints.square()).sum(-1))
+        finite = torch.isfinite(objective) & ~failed
+        optimizer.zero_grad(set_to_none=False)
+        torch.where(finite, objective, torch.zeros_like(objective)).sum().backward()
+        with torch.no_grad():
+            for p, _ in groups:
+                finite &= torch.isfinite(p.grad.reshape(B, -1)).all(-1)
+            newly = ~finite & ~failed
+            for b in torch.nonzero(newly).flatten().tolist():
+                reasons[b] = f"non-finite loss or gradient at step {step}"
+            failed |= newly
+            for (p, _), keep in zip(groups, frozen):
+                p.grad[failed] = 0.0
+                keep[newly] = p[newly]  # the last finite state
+            optimizer.step()
+            for (p, _), keep in zip(groups, frozen):
+                p[failed] = keep[failed]
+            normal_force_n.clamp_(min=0.0)
+            q.copy_(torch.maximum(torch.minimum(q, upper_slack), lower_slack))
+            active = (~failed).to(dtype)[:, None]
+            multipliers.add_(rates * constraints.detach().nan_to_num(0.0) * active).clamp_(min=0.0)
+        step += 1
+        if step % config.chunk_steps == 0 or step == config.num_steps:
+            if options.progress is not None:
+                options.progress(step / config.num_steps)
+            if options.on_chunk is not None:
+                with torch.no_grad():
+                    options.on_chunk(step, HandState(*(t.detach().clone() for t in (
+                        pose_from_translation_rot6d(translation, rot6d), q, normal_force_n, tangential_force_n))), terms)
+            if step < config.num_steps:
+                if options.should_stop is not None and options.should_stop():
+                    partial = cancelled = True
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    partial = True
+                    break
+
+    with torch.no_grad():
+        T_final = pose_from_translation_rot6d(translation, rot6d).to(torch.float64)
+        q_final = q.detach().to(torch.float64)
+        final_state = HandState(T_final, q_final, normal_force_n.detach().to(torch.float64),
+                                tangential_force_n.detach().to(torch.float64))
+        metrics = grasp_metrics(hand, sdf, final_state, wrenches.to(torch.float64), torque_length, config.contact,
+                                T_table_object, config.contact_threshold_m)
+        lower, upper = hand.lower_limits_rad, hand.upper_limits_rad
+        q_clamped = torch.maximum(torch.minimum(q_final, upper), lower)
+        T_link = hand.link_poses(T_final, q_clamped)
+        tips = hand.fingertip_points(T_link)
+        _, tip_normals = sdf.query(tips, 0.0)
+        outward = tips - sdf.centre_m
+        outward = outward / outward.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        flat = ~(tip_normals.norm(dim=-1, keepdim=True) >= 0.5)  # the gradient cancels (medial axis), or NaN
+        tip_normals = torch.where(flat, outward, tip_normals)
+    result = SynthesisResult(
+        T_object_root=T_final, joint_angles_rad=q_clamped, fingertip_points_m=tips, fingertip_normals=tip_normals,
+        metrics=metrics,
+        failed=failed, failure_reasons=reasons, partial=partial, cancelled=cancelled, steps_done=step,
+        num_steps=config.num_steps, elapsed_s=time.monotonic() - started, frame_id=sdf.frame_id)
+    if _is_allegro(hand):
+        result.grasp = allegro_grasp(result, config.pregrasp_backoff_m)
+    return result
+
+
+def _is_allegro(hand: HandModel) -> bool:
+    from getagrip_ros.robot.description import HAND_JOINT_NAMES
+
+    return list(hand.joint_names) == list(HAND_JOINT_NAMES) and len(hand.fingertip_links) == 4
+
+
+def allegro_grasp(result: SynthesisResult, pregrasp_backoff_m: float = 0.015):
+    """The project's 37-D Grasp of an Allegro synthesis result: the wrist pose, the pre-grasp joints (each
+    fingertip backed off `pregrasp_backoff_m` along its contact normal by fingertip IK, within limits) and the
+    closing directions inward along the contact normals."""
+    from getagrip_ros.grasp.grasp import Grasp
+    from getagrip_ros.robot.allegro import AllegroHand, move_fingertips
+
+    allegro = AllegroHand(dtype=torch.float64)
+    R = result.T_object_root[:, :3, :3]
+    directions_object = -result.fingertip_normals
+    directions_palm = directions_object @ R  # R^T d, batched
+    backed = move_fingertips(allegro, result.joint_angles_rad, directions_palm, -pregrasp_backoff_m)
+    return Grasp(result.T_object_root[:, :3, 3], R, backed.joint_angles_rad, directions_object, frame_id=result.frame_id)
