@@ -81,7 +81,7 @@ def test_a_killed_clients_goal_is_dropped_and_sigint_stops_a_running_goal_cleanl
     with _node(ros_env, "slow", *SLOW) as proc:
         assert proc.wait_for_output("plan_grasp ready", 60), proc.output()
         with NodeProcess("orphan", env=ros_env, command=[sys.executable, "-c", CLIENT], log_path=tmp_path / "a") as orphan:
-            assert orphan.wait_for_output("feedback sampling", 90), orphan.output() + proc.output()
+            assert orphan.wait_for_output("feedback sampling", 150), orphan.output() + proc.output()
             orphan.process.send_signal(signal.SIGKILL)
             orphan.process.wait(10)
         # the next client's goal waits behind the orphan's, which is dropped once the server sees no client that could
@@ -89,12 +89,12 @@ def test_a_killed_clients_goal_is_dropped_and_sigint_stops_a_running_goal_cleanl
         with NodeProcess("next", env=ros_env, command=[sys.executable, "-c", CLIENT], log_path=tmp_path / "b") as follower:
             assert follower.wait_for_output("feedback queued", 60), follower.output() + proc.output()
             start = time.monotonic()
-            assert follower.wait_for_output("feedback sampling", 120), follower.output() + proc.output()
+            assert follower.wait_for_output("feedback sampling", 180), follower.output() + proc.output()
             print(f"the orphan's goal was dropped and the next one planned after {time.monotonic() - start:.1f} s")
             assert "CANCELED: its client is gone" in proc.output(), proc.output()
             # SIGINT while that goal plans: it stops, and the node exits cleanly without tracebacks
             proc.process.send_signal(signal.SIGINT)
-            code = proc.process.wait(30)
+            code = proc.process.wait(60)
     out = proc.output()
     assert code == 0, out
     for text in ("Traceback", "invalid", "Exception"):
