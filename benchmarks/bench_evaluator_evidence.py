@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--perturbations", type=int, default=5)
     parser.add_argument("--refinement-iterations", type=int, default=EvaluationConfig.refinement_iterations,
                         help="with an evaluator (paper: 50)")
-    parser.add_argument("--samplers", default="heuristic,fixed,diffusion",
+    parser.add_argument("--samplers", default="heuristic,fixed,diffusion",  # graspd too (slow: ~30 s a plan)
                         help="samplers to judge (those without a model file are left out)")
     parser.add_argument("--evaluators", default="none,bps,geometry,bps+geometry",
                         help="evaluators to judge (those without a model file are left out)")
@@ -65,7 +65,7 @@ def main() -> None:
 
     files = ModelFiles(bps_evaluator=args.bps_evaluator, fixed_grasps=args.fixed_grasps, bps_sampler=args.bps_sampler,
                        geometry_evaluator=args.geometry_evaluator)
-    available = {"heuristic": True, "fixed": bool(args.fixed_grasps), "diffusion": bool(args.bps_sampler)}
+    available = {"heuristic": True, "graspd": True, "fixed": bool(args.fixed_grasps), "diffusion": bool(args.bps_sampler)}
     samplers = [s for s in args.samplers.split(",") if available.get(s)]
     have = {"none": True, "bps": bool(args.bps_evaluator), "geometry": bool(args.geometry_evaluator)}
     have["bps+geometry"] = have["bps"] and have["geometry"]

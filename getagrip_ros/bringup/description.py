@@ -95,7 +95,7 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
                    profiles=("hardware", "robot", "perception")),
     LaunchArgument("perception", "depth", "perception backend of grasp_object goals: depth or nerf",
                    (("grasp_task", "task.perception"),)),
-    LaunchArgument("sampler", "fixed", "grasp sampler of grasp_object goals (fixed, diffusion, heuristic)",
+    LaunchArgument("sampler", "fixed", "grasp sampler of grasp_object goals (fixed, diffusion, heuristic, graspd)",
                    (("grasp_task", "task.sampler"),)),
     LaunchArgument("evaluator", "geometry", "grasp evaluator of grasp_object goals (geometry, bps, bps+geometry, nerf, none)",
                    (("grasp_task", "task.evaluator"),)),

@@ -1,6 +1,7 @@
 """getagrip-generate: generate a labelled BPS grasp dataset over catalog objects (resumable; local workers or Ray).
 
     getagrip-generate --objects tabletop-20 --out runs/data --grasps-per-object 64 --workers 2 --merge data.h5
+    getagrip-generate --objects tabletop-20 --out runs/graspd --generator graspd --grasps-per-object 32
     getagrip-generate --objects procedural:train,tabletop20/cube,meshes/bunny.obj --out runs/data --limit 50
     getagrip-generate --out runs/data --merge data.h5 --histograms labels.png   # merge the finished shards only
     getagrip-generate --objects procedural:train,pybullet-random:train --grasps-per-object 96 --shuffle \
@@ -48,6 +49,7 @@ from getagrip_ros.objects.catalog import SETS, list_objects, user_object
 from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES, ObjectSpec
 from getagrip_ros.planning.planner import ModelFiles
 from getagrip_ros.training.datasets import read_bps_dataset
+from getagrip_ros.synthesis.optimizer import SynthesisConfig
 
 
 def resolve_objects(text: str) -> list[ObjectSpec | str]:
@@ -127,8 +129,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="getagrip-generate", description=__doc__.splitlines()[0])
     parser.add_argument("--objects", help="comma-separated sets (set or set:split), catalog names and mesh files")
     parser.add_argument("--out", type=Path, required=True, help="run folder: shards/, config.json, skipped.json")
-    parser.add_argument("--grasps-per-object", type=int, help=f"heuristic starts per object "
+    parser.add_argument("--grasps-per-object", type=int, help=f"starts per object "
                                                               f"(default {GenerationConfig.grasps_per_object})")
+    parser.add_argument("--generator", choices=("energy", "graspd"), default=GenerationConfig.generator,
+                        help="how pre-grasps are made on the true mesh: heuristic starts refined on a small energy, "
+                             "or contact-rich synthesis (Grasp'D)")
+    parser.add_argument("--graspd-steps", type=int, help=f"with --generator graspd: optimisation steps "
+                                                        f"(default {SynthesisConfig.num_steps})")
     parser.add_argument("--perturbations", type=int, help="labelling trials per grasp (paper and default: 5)")
     parser.add_argument("--workers", type=int, default=1, help="local worker processes")
     parser.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead: auto, ray://head:10001, or local "
@@ -174,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --histograms and --headings need --merge", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")  # reasons are printed below
-    config = GenerationConfig(seed=args.seed)
+    config = GenerationConfig(seed=args.seed, generator=args.generator)
+    if args.graspd_steps is not None:
+        config = dataclasses.replace(config, graspd=dataclasses.replace(
+            config.graspd, synthesis=dataclasses.replace(config.graspd.synthesis, num_steps=args.graspd_steps)))
     if args.grasps_per_object is not None:
         config = dataclasses.replace(config, grasps_per_object=args.grasps_per_object)
     if args.perturbations is not None:

@@ -4,6 +4,7 @@
     getagrip-plan-grasps cloud.npy --sampler fixed --fixed-grasps set.npz --evaluator bps --bps-evaluator best.pt
     getagrip-plan-grasps --nerf runs/.../config.yml --sampler diffusion --bps-sampler s.pt --evaluator nerf \
         --nerf-evaluator n.pt
+    getagrip-plan-grasps cloud.npy --sampler graspd --evaluator none --graspd-grasps 32 --graspd-steps 500
 
 The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or text .xyz/.txt).
 """
@@ -44,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evaluator", default=evaluator, choices=EVALUATORS, help=f"default {evaluator!r}")
     parser.add_argument("--iterations", type=int, default=50, help="refinement iterations (with an evaluator)")
     parser.add_argument("--diffusion-steps", type=int, default=GraspPlannerConfig().diffusion.num_steps)
+    graspd = GraspPlannerConfig().graspd
+    parser.add_argument("--graspd-grasps", type=int, default=graspd.num_grasps,
+                        help="graspd sampler: grasps synthesised (at least --num-grasps; --num-samples does not apply)")
+    parser.add_argument("--graspd-steps", type=int, default=graspd.synthesis.num_steps,
+                        help="graspd sampler: gradient steps of the synthesis")
     for field in dataclasses.fields(ModelFiles):
         parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default,
                             help=f"file, 'shipped' (the package's own) or '' (none); default {field.default!r}")
@@ -55,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if (args.cloud is None) == (args.nerf is None):
         parser.error("give either a point cloud file or --nerf CONFIG")
+    if args.graspd_grasps < 1 or args.graspd_steps < 1:
+        parser.error(f"--graspd-grasps and --graspd-steps must be >= 1, got {args.graspd_grasps}, {args.graspd_steps}")
     points = None
     if args.cloud is not None:
         try:
@@ -64,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     base = GraspPlannerConfig()
     models = ModelFiles(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ModelFiles)})
+    graspd = dataclasses.replace(base.graspd, num_grasps=args.graspd_grasps,
+                                 synthesis=dataclasses.replace(base.graspd.synthesis, num_steps=args.graspd_steps))
     config = dataclasses.replace(base, num_samples=args.num_samples, models=models, device=args.device,
-                                 diffusion=dataclasses.replace(base.diffusion, num_steps=args.diffusion_steps))
+                                 diffusion=dataclasses.replace(base.diffusion, num_steps=args.diffusion_steps),
+                                 graspd=graspd)
     planner = GraspPlanner(config)
     request = PlanRequest(frame_id=args.frame_id, points_m=points, num_grasps=args.num_grasps, sampler=args.sampler,
                           evaluator=args.evaluator, refinement_iterations=args.iterations, seed=args.seed,

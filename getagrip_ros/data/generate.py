@@ -3,8 +3,8 @@
 Per object (:func:`generate_object`, a pure function of the object and the settings): prepare it (drop test
 included), rest it on the table of the floating-hand world at a seeded yaw, render noisy depth views of it
 along the capture spirals and clean them into the cloud the robot would see (its centroid sets the object
-frame Oy, its BPS is the model input), sample "open" heuristic grasps on the true surface, refine them on
-the hand-object energy, label them with the paper's protocol, then perturb every good grasp (y_PGS >= 0.9)
+frame Oy, its BPS is the model input), make pre-grasps on the true surface (generator "energy": "open"
+heuristic grasps refined on the hand-object energy; "graspd": contact-rich synthesis), label them with the paper's protocol, then perturb every good grasp (y_PGS >= 0.9)
 with the label noise and label the perturbed copies too. Grasps are stored as 37-D vectors in Oy.
 
 A run folder holds ``config.json`` (the settings; a rerun must use the same), ``shards/<object name>.npz``
@@ -51,6 +51,9 @@ from getagrip_ros.planning.object_input import object_from_points
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.sim.scene import CameraConfig, SceneConfig
 from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+from getagrip_ros.synthesis.hand_model import AllegroModelConfig, HandModel, allegro_hand_model
+from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
+from getagrip_ros.synthesis.optimizer import SynthesisConfig, SynthesisOptions, synthesize_grasps
 from getagrip_ros.training.datasets import write_bps_dataset
 
 log = logging.getLogger(__name__)
@@ -84,9 +87,25 @@ class CloudConfig:
 
 
 @dataclass(frozen=True)
+class GraspdGenerationConfig:
+    """The "graspd" generator: the planner's synthesis core on the object's true mesh (world frame)."""
+
+    synthesis: SynthesisConfig = field(default_factory=SynthesisConfig)
+    sdf: SDFConfig = field(default_factory=SDFConfig)
+    hand: AllegroModelConfig = field(default_factory=lambda: AllegroModelConfig(contact_links="distal"))
+    """Distal contact: Get a Grip's labels count palm and proximal contact as failure."""
+
+
+@dataclass(frozen=True)
 class GenerationConfig:
     grasps_per_object: int = 64
-    """Heuristic starts per object (fewer when the sampler drops some: palm too close to the table)."""
+    """Starts per object (energy: fewer when the heuristic sampler drops some, palm too close to the table)."""
+    generator: Literal["energy", "graspd"] = "energy"
+    """How the pre-grasps are made from the true mesh: "energy", heuristic open-hand starts refined by the small
+    hand-object energy (:mod:`getagrip_ros.data.grasp_generation`); "graspd", contact-rich synthesis through the
+    differentiable contact model (:mod:`getagrip_ros.synthesis`)."""
+    graspd: "GraspdGenerationConfig" = field(default_factory=lambda: GraspdGenerationConfig())
+    """Settings of the "graspd" generator."""
     sampler: HeuristicSamplerConfig = field(default_factory=lambda: HeuristicSamplerConfig(style="open"))
     optimization: GraspOptimizationConfig = field(default_factory=GraspOptimizationConfig)
     labels: LabelConfig = field(default_factory=LabelConfig)
@@ -142,7 +161,7 @@ class ObjectShard:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for key in ("settings", "timings_s", "counts"):
-            arrays[key] = np.array(json.dumps(arrays[key]))
+            arrays[key] = np.array(json.dumps(arrays[key], default=str))
         arrays["object_name"] = np.array(self.object_name)
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
@@ -233,15 +252,7 @@ def generate_object(obj: ObjectSpec | str, config: GenerationConfig = Generation
 
         mesh_world = prepared.mesh.copy()
         mesh_world.apply_transform(T_world_object)
-        surface = ObjectSurface.from_mesh(mesh_world, config.optimization.num_surface_points, seed=surface_seed)
-        # the sampler drops palms too close to the table: draw twice as many, keep the first grasps_per_object
-        starts = sample_heuristic_grasps(surface.points_m.numpy(), 2 * config.grasps_per_object, hand, "world",
-                                         config.sampler, torch.Generator().manual_seed(sample_seed))
-        starts = starts[: config.grasps_per_object]
-        if len(starts) == 0:
-            raise ObjectRejected(f"{spec.name}: the heuristic sampler found no grasp start")
-        lap("sample")
-        grasps, _ = optimize_pregrasps(starts, surface, hand, config.optimization)
+        grasps, _ = pregrasps_on_mesh(spec.name, mesh_world, config, hand, surface_seed, sample_seed)
         lap("optimize")
         labels = label_grasps(world, grasps, hand, config.labels, torch.Generator().manual_seed(label_seed))
         y = np.array([[label.y_pick, label.y_coll, label.y_pgs] for label in labels])
@@ -270,6 +281,47 @@ def generate_object(obj: ObjectSpec | str, config: GenerationConfig = Generation
     return ObjectShard(spec.name, grasps_Oy.to_numpy_vector().astype(np.float32), *(y[:, i].astype(np.float32) for i in range(3)),
                        augmented_from.astype(np.int32), observed.bps_m.astype(np.float32), cloud.astype(np.float32),
                        T_world_Oy.numpy(), T_world_object, settings, timings, counts)
+
+
+def pregrasps_on_mesh(name: str, mesh_world, config: GenerationConfig, hand: AllegroHand, surface_seed: int,
+                      sample_seed: int) -> tuple[Grasp, torch.Tensor | None]:
+    """Up to `grasps_per_object` world-frame pre-grasps of an object's true mesh (world frame, table top z = 0) by
+    the configured generator, with the synthesis's physics score (lower is better; None for "energy").
+
+    Raises:
+        ObjectRejected: no start could be sampled, the SDF cannot be built, or every synthesised grasp failed.
+    """
+    if config.generator == "graspd":
+        return _synthesize(name, mesh_world, config, sample_seed)
+    surface = ObjectSurface.from_mesh(mesh_world, config.optimization.num_surface_points, seed=surface_seed)
+    # the sampler drops palms too close to the table: draw twice as many, keep the first grasps_per_object
+    starts = sample_heuristic_grasps(surface.points_m.numpy(), 2 * config.grasps_per_object, hand, "world",
+                                     config.sampler, torch.Generator().manual_seed(sample_seed))
+    starts = starts[: config.grasps_per_object]
+    if len(starts) == 0:
+        raise ObjectRejected(f"{name}: the heuristic sampler found no grasp start")
+    return optimize_pregrasps(starts, surface, hand, config.optimization)[0], None
+
+
+_GRASPD_HANDS: dict[AllegroModelConfig, HandModel] = {}
+
+
+def _synthesize(name: str, mesh_world, config: GenerationConfig, seed: int) -> tuple[Grasp, torch.Tensor]:
+    """`grasps_per_object` world-frame pre-grasps by contact-rich synthesis on the true mesh (the table top is
+    world z = 0) and their physics scores; grasps stopped by a non-finite loss are left out."""
+    settings = config.graspd
+    if settings.hand not in _GRASPD_HANDS:  # the hand model takes ~1 s to build: once per process and setting
+        _GRASPD_HANDS[settings.hand] = allegro_hand_model(settings.hand)
+    try:
+        sdf = ObjectSDF.from_mesh(mesh_world, settings.sdf, frame_id="world", name=name)
+    except ValueError as exc:
+        raise ObjectRejected(f"{name}: cannot build the SDF: {exc}") from exc
+    result = synthesize_grasps(_GRASPD_HANDS[settings.hand], sdf, settings.synthesis,
+                               SynthesisOptions(num_grasps=config.grasps_per_object, seed=seed))
+    kept = torch.nonzero(~result.failed).flatten()
+    if len(kept) == 0:
+        raise ObjectRejected(f"{name}: every synthesised grasp failed ({next(iter(result.failure_reasons.values()))})")
+    return result.grasp[kept], result.physics_score()[kept]
 
 
 @dataclass(frozen=True)
@@ -384,7 +436,7 @@ def _write_json(path: Path, values: dict) -> None:
 
 
 def _compared_settings(config: GenerationConfig) -> dict:
-    settings = json.loads(json.dumps(dataclasses.asdict(config)))  # tuples -> lists, as read back from config.json
+    settings = json.loads(json.dumps(dataclasses.asdict(config), default=str))  # tuples -> lists, dtypes -> names, as in config.json
     for dotted in _NOT_COMPARED:
         *parents, key = dotted.split(".")
         node = settings

@@ -1,5 +1,10 @@
 """The grasp planner: object -> sample N -> cable filter -> evaluate -> top K -> refine -> sort -> closing targets.
 
+Samplers: ``heuristic`` (geometric), ``fixed`` (a set of good grasps), ``diffusion`` (the BPS diffusion model) and
+``graspd`` (gradient-descent synthesis through a differentiable contact model; slow, anytime: its deadline keeps a
+share of the plan's time limit and returns the grasps found so far, and without an evaluator its grasps keep their
+physics-score order).
+
 Pure Python/torch (no rclpy). The ROS node, the CLI, the demo and the benchmarks all call
 :meth:`GraspPlanner.plan`, which never raises: bad input, missing models, cancellation and timeouts end
 in a :class:`PlanResult` with a status and a reason.
@@ -7,6 +12,7 @@ in a :class:`PlanResult` with a status and a reason.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -25,6 +31,7 @@ from getagrip_ros.models.checkpoints import CheckpointError, LoadedModel, load_c
 from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
 from getagrip_ros.planning.evaluators import (BpsGraspEvaluator, GeometryGraspEvaluator, MeanGraspEvaluator, NerfGraspEvaluator,
                                               ScoreFn)
+from getagrip_ros.planning.graspd_sampler import GraspdSampler, GraspdSamplerConfig, synthesis_deadline_s
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig
 from getagrip_ros.planning.object_input import PlanningObject, object_from_bps, object_from_nerf, object_from_points
 from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
@@ -33,7 +40,10 @@ from getagrip_ros.planning.samplers import (DiffusionSampler, DiffusionSamplerCo
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StageTimer, StatusCode
 
-SAMPLERS = ("heuristic", "fixed", "diffusion")
+SAMPLERS = ("heuristic", "fixed", "diffusion", "graspd")
+"""Grasp samplers by name."""
+POINT_SAMPLERS = ("heuristic", "graspd")
+"""Samplers that need the object's points (a BPS-only goal is refused)."""
 EVALUATORS = ("none", "bps", "nerf", "geometry", "bps+geometry")
 """Grasp evaluators by name; ``bps+geometry`` ranks by the mean of the two predictions."""
 BPS_SIZE = 4096
@@ -77,6 +87,9 @@ class GraspPlannerConfig:
     cable_filter: CableFilterConfig = field(default_factory=CableFilterConfig)
     heuristic_sampler: HeuristicSamplerConfig = field(default_factory=HeuristicSamplerConfig)
     diffusion: DiffusionSamplerConfig = field(default_factory=DiffusionSamplerConfig)
+    graspd: GraspdSamplerConfig = field(default_factory=GraspdSamplerConfig)
+    """Grasp'D synthesis: it synthesises max(graspd.num_grasps, the request's num_grasps) grasps (num_samples does
+    not apply) and stops at plan start + time limit * (1 - graspd.deadline_reserve_fraction)."""
     refinement: PerturbationConfig = field(default_factory=PerturbationConfig)
     """One refinement move (paper: wrist 5 mm, rotation 0.05 in so(3), joints 0.01 rad, std)."""
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
@@ -207,8 +220,8 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
                              f"(0 < bps_centroid_height_m <= {config.object_region_max_m[2]} m), got {height}")
     if request.nerf_config_path is not None and not Path(request.nerf_config_path).is_file():
         raise StageError(StatusCode.INVALID_GOAL, f"NeRF config not found: {request.nerf_config_path}")
-    if request.sampler == "heuristic" and request.bps is not None:
-        raise StageError(StatusCode.INVALID_GOAL, "the heuristic sampler needs a point cloud or a NeRF; "
+    if request.sampler in POINT_SAMPLERS and request.bps is not None:
+        raise StageError(StatusCode.INVALID_GOAL, f"the {request.sampler} sampler needs a point cloud or a NeRF; "
                          "with a BPS only, use the diffusion or fixed sampler")
     if request.evaluator == "nerf" and request.nerf_config_path is None:
         raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source (nerf_config_path)")
@@ -228,6 +241,7 @@ class GraspPlanner:
         self.hand = hand or AllegroHand(device=config.device)
         self._models: dict[str, LoadedModel] = {}
         self._grasp_set: Grasp | None = None
+        self._graspd: GraspdSampler | None = None
 
     # -- models ---------------------------------------------------------------------------------
     def _model_path(self, setting: str, what: str, owner: str = "") -> str:
@@ -289,6 +303,15 @@ class GraspPlanner:
             if self._grasp_set is None:
                 self._grasp_set = load_grasp_set(self._model_path("fixed_grasps", "fixed grasp set"))
             return FixedSampler(self._grasp_set)
+        if name == "graspd":
+            if self._graspd is None:  # builds the hand model (~1-2 s) once
+                margin, cable = cfg.graspd.start_cable_margin_deg, cfg.cable_filter
+                starts = dataclasses.replace(  # starts well inside the filter: the wrist turns while it optimises
+                    cable, min_palm_normal_angle_from_up_deg=min(180.0, cable.min_palm_normal_angle_from_up_deg + margin),
+                    max_finger_angle_from_forward_deg=max(0.0, cable.max_finger_angle_from_forward_deg - margin))
+                keep = (lambda R: cable_filter_rotation_mask(R, starts)) if cfg.apply_cable_filter else None
+                self._graspd = GraspdSampler(cfg.graspd, keep)
+            return self._graspd
         return DiffusionSampler(self._model("bps_sampler", "diffusion sampler"), cfg.diffusion)
 
     def _evaluator(self, name: str):
@@ -311,9 +334,12 @@ class GraspPlanner:
 
         limit_s = min(request.timeout_s or math.inf, self.config.max_plan_time_s)
 
-        def checkpoint() -> None:
+        def cancel_point() -> None:
             if should_cancel is not None and should_cancel():
                 raise StageError(StatusCode.CANCELED, "cancelled by the client")
+
+        def checkpoint() -> None:
+            cancel_point()
             if time.monotonic() - start > limit_s:
                 which = "" if limit_s == request.timeout_s else " (the planner's max_plan_time_s)"
                 raise StageError(StatusCode.TIMEOUT, f"timed out after {limit_s:.1f} s{which}")
@@ -321,7 +347,8 @@ class GraspPlanner:
         try:
             with timer.stage("validation"):
                 validate_request(request, self.config)
-            planned, note = self._run(request, timer, report, checkpoint)
+            planned, note = self._run(request, timer, report, checkpoint, cancel_point,
+                                      synthesis_deadline_s(start, limit_s, self.config.graspd))
         except StageError as err:
             return PlanResult(err.code, err.reason, None, timer.durations_s)
         except Exception as err:  # noqa: BLE001 - a planner bug must not take the caller down
@@ -340,11 +367,14 @@ class GraspPlanner:
 
         return object_from_nerf(request.nerf_config_path, self.config.device, extraction_progress)
 
-    def _run(self, request: PlanRequest, timer: StageTimer, report: ProgressFn,
-             checkpoint: Callable[[], None]) -> tuple[PlannedGrasps, str]:
+    def _run(self, request: PlanRequest, timer: StageTimer, report: ProgressFn, checkpoint: Callable[[], None],
+             cancel_point: Callable[[], None], graspd_deadline_monotonic_s: float | None) -> tuple[PlannedGrasps, str]:
+        """checkpoint: raises on a cancel or the time limit; cancel_point: on a cancel only (graspd's synthesis ends
+        at `graspd_deadline_monotonic_s` with the grasps found so far instead of timing out)."""
         cfg = self.config
         generator = torch.Generator().manual_seed(int(request.seed))
-        num_samples = max(cfg.num_samples, request.num_grasps)
+        graspd = request.sampler == "graspd"
+        num_samples = max(cfg.graspd.num_grasps if graspd else cfg.num_samples, request.num_grasps)
         nan = math.nan
         limits = (self.hand.lower_limits_rad.cpu().double(), self.hand.upper_limits_rad.cpu().double())
 
@@ -362,7 +392,17 @@ class GraspPlanner:
                 checkpoint()
                 report("sampling", STAGE_PROGRESS["sampling"] + span * fraction, nan)
 
-            samples = sampler.sample(obj, num_samples, generator, sampling_step)
+            sampler_note = ""
+            if graspd:
+                def synthesis_step(fraction: float) -> None:  # the deadline ends synthesis early, not the plan
+                    cancel_point()
+                    report("sampling", STAGE_PROGRESS["sampling"] + span * fraction, nan)
+
+                synthesised = sampler.synthesize(obj, num_samples, generator, synthesis_step,
+                                                 deadline_monotonic_s=graspd_deadline_monotonic_s)
+                samples, sampler_note = synthesised.grasps, synthesised.note
+            else:
+                samples = sampler.sample(obj, num_samples, generator, sampling_step)
             samples.joint_angles_rad = torch.maximum(torch.minimum(samples.joint_angles_rad, limits[1]), limits[0])
         with timer.stage("filtering"):
             if cfg.apply_cable_filter:
@@ -371,8 +411,9 @@ class GraspPlanner:
                 raise StageError(StatusCode.NO_RESULT, f"none of the {num_samples} sampled grasps passed the filters")
 
         if evaluator is None:
-            chosen = samples[: request.num_grasps]
-            labels, note = torch.full((len(chosen), 3), nan), " (unranked: no evaluator, no refinement)"
+            chosen = samples[: request.num_grasps]  # graspd: best physics score first
+            order = "ranked by the graspd physics score" if graspd else "unranked"
+            labels, note = torch.full((len(chosen), 3), nan), f" ({order}: no evaluator, no refinement)"
         else:
             chosen, labels, note = self._rank_and_refine(request, obj, evaluator, samples, generator, limits, timer,
                                                          report, checkpoint)
@@ -387,7 +428,7 @@ class GraspPlanner:
         report("done", 1.0, float(labels[0, Y_PGS]))
         planned = PlannedGrasps(chosen, labels[:, 2].clone(), labels[:, 1].clone(), labels[:, 0].clone(),
                                 torch.cat(pre), torch.cat(closed), obj.centroid_m.copy())
-        return planned, note
+        return planned, note + sampler_note
 
     def _rank_and_refine(self, request: PlanRequest, obj: PlanningObject, evaluator, samples: Grasp,
                          generator: torch.Generator, limits, timer: StageTimer, report: ProgressFn,

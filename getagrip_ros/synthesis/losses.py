@@ -169,8 +169,14 @@ class LossTerms:
 def evaluate_losses(hand: HandModel, sdf: ObjectSDF, state: HandState, wrenches: torch.Tensor, torque_length_m: float,
                     offset_m: float, contact: ContactConfig = ContactConfig(),
                     T_table_object: Optional[torch.Tensor] = None, table_clearance_m: float = 0.0,
-                    physics: PhysicsLossConfig = PhysicsLossConfig(), task_moves_hand: bool = False) -> LossTerms:
+                    physics: PhysicsLossConfig = PhysicsLossConfig(), task_moves_hand: bool = False,
+                    free_clearance_m: float = 0.0, relaxed: bool = True) -> LossTerms:
     """All loss terms of the relaxed objective for B grasps, with contacts on the level set at `offset_m`.
+
+    free_clearance_m: samples that may carry no force feel the level set this much further out (they are kept
+    that far off the surface, e.g. the palm and proximal links of a fingertip grasp).
+    relaxed: False is the ablation without relaxation: the task uses the normal forces the hand pose produces
+    (the desired normal forces are unused), so only the contact model's (leaky) gradient moves the hand.
 
     task_moves_hand: whether the task loss's gradient reaches the hand through the contact points and normals
     (False: the task shapes only the desired forces, and the physics loss moves the hand toward them).
@@ -178,8 +184,8 @@ def evaluate_losses(hand: HandModel, sdf: ObjectSDF, state: HandState, wrenches:
     T_object_link = hand.link_poses(state.T_object_root, state.q_rad)
     points, _ = hand.surface(T_object_link)
     distance, normals = sdf.query(points, offset_m)
-    produced = normal_force(distance, contact)
     C = hand.num_contact_samples  # contact samples come first
+    produced = normal_force(torch.cat([distance[:, :C], distance[:, C:] - free_clearance_m], 1), contact)
     p_c, n_c = points[:, :C], normals[:, :C]
     tangential = tangential_part(state.tangential_force_n, n_c[:, None])
     if task_moves_hand:
@@ -188,9 +194,11 @@ def evaluate_losses(hand: HandModel, sdf: ObjectSDF, state: HandState, wrenches:
         p_task, n_task = p_c.detach(), n_c.detach()
         t_task = tangential_part(state.tangential_force_n, n_task[:, None])
     lower, upper = hand.lower_limits_rad.to(state.q_rad), hand.upper_limits_rad.to(state.q_rad)
+    desired_n = state.normal_force_n if relaxed else produced[:, :C]
     return LossTerms(
-        task=task_loss(p_task, n_task, state.normal_force_n, t_task, wrenches, sdf.centre_m.to(points), torque_length_m),
-        physics=physics_loss(state.normal_force_n, tangential, produced[:, :C], produced[:, C:], contact, physics),
+        task=task_loss(p_c if not relaxed else p_task, n_c if not relaxed else n_task, desired_n, t_task, wrenches,
+                       sdf.centre_m.to(points), torque_length_m),
+        physics=physics_loss(desired_n, tangential, produced[:, :C], produced[:, C:], contact, physics),
         joint_midrange=joint_midrange_loss(state.q_rad, lower, upper),
         joint_limits=joint_limit_loss(state.q_rad, lower, upper),
         self_intersection=self_intersection_loss(hand.sphere_centres(T_object_link), hand.sphere_radii_m, hand.self_collision_pairs),

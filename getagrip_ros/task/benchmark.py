@@ -32,6 +32,7 @@ import yaml
 from getagrip_ros.objects.catalog import SETS as NAMED_SETS
 from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES
 from getagrip_ros.planning.planner import EVALUATORS, SAMPLERS
+from getagrip_ros.serialization import json_default, torch_dtype
 from getagrip_ros.task.config import GraspTaskConfig
 from getagrip_ros.task.in_process import StackConfig
 
@@ -84,14 +85,15 @@ class BenchmarkProtocol:
             raise ValueError(f"trials per object must be a whole number >= 1, got {self.trials_per_object!r}")
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(json.loads(json.dumps(asdict(self))), sort_keys=True)
+        return yaml.safe_dump(json.loads(json.dumps(asdict(self), default=json_default)), sort_keys=True)
 
     def hash(self) -> str:
         return hashlib.sha256(self.to_yaml().encode()).hexdigest()[:16]
 
 
 def from_dict(default: Any, values: dict[str, Any]) -> Any:
-    """A dataclass like `default` with the fields in `values` (nested dicts for nested dataclasses, lists for tuples)."""
+    """A dataclass like `default` with the fields in `values` (nested dicts for nested dataclasses, lists for tuples,
+    names for torch dtypes)."""
     if not isinstance(values, dict):
         raise ValueError(f"{type(default).__name__}: expected a mapping of its fields, got {values!r}")
     names = [f.name for f in dataclasses.fields(default)]
@@ -107,6 +109,8 @@ def from_dict(default: Any, values: dict[str, Any]) -> Any:
             changes[f.name] = from_dict(current, new)
         elif isinstance(current, tuple):
             changes[f.name] = tuple(tuple(v) if isinstance(v, list) else v for v in new)
+        elif type(current).__module__ == "torch" and type(current).__name__ == "dtype":  # e.g. graspd.synthesis.dtype
+            changes[f.name] = torch_dtype(new)
         else:
             changes[f.name] = new
     return replace(default, **changes)

@@ -316,3 +316,34 @@ def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, t
     # the CLI mines with the given models (a run folder without generated shards is an error)
     assert main(["--out", str(tmp_path / "empty"), "--mine", "--quiet"]) == 2
     assert "no generated shards" in capsys.readouterr().err
+
+
+def test_the_graspd_generator_labels_synthesised_grasps_in_the_public_layout(tmp_path):
+    """--generator graspd: contact-rich synthesis on the true mesh, then the same labels, augmentation and shard."""
+    from getagrip_ros.data.generate import GraspdGenerationConfig
+    from getagrip_ros.synthesis.object_sdf import SDFConfig
+    from getagrip_ros.synthesis.optimizer import SynthesisConfig
+
+    config = GenerationConfig(
+        grasps_per_object=4, generator="graspd",
+        graspd=GraspdGenerationConfig(synthesis=SynthesisConfig(num_steps=100, chunk_steps=50), sdf=SDFConfig(resolution=48)),
+        labels=LabelConfig(num_perturbations=2), augmentations_per_good_grasp=1,
+        cloud=CloudConfig(spiral=SpiralConfig(num_images=8), camera=CameraConfig(160, 90, 66.6)),
+        prepare=PrepareConfig(settle=SettleConfig(), cache_dir=str(tmp_path / "cache")), seed=7)
+    summary = generate_dataset(["procedural/box_0000"], tmp_path / "run", config)
+    assert summary.generated == ("procedural/box_0000",)
+    shard = load_shard(shard_path(tmp_path / "run", "procedural/box_0000"))
+    c = shard.counts
+    assert c["starts"] == 4 and c["grasps"] == 4 + c["starts_good"] and shard.grasps_Oy.shape == (c["grasps"], 37)
+    assert shard.settings["generation"]["generator"] == "graspd"
+    assert shard.settings["generation"]["graspd"]["synthesis"]["num_steps"] == 100
+    world = Grasp.from_vector(torch.from_numpy(shard.grasps_Oy).double(), "Oy").transformed(shard.T_world_Oy, "world")
+    mesh = prepare_object(object_by_name("procedural/box_0000"), config.prepare).mesh
+    mesh.apply_transform(shard.T_world_object)
+    assert np.linalg.norm(world.palm_position_m.numpy() - mesh.centroid, axis=1).max() < 0.2
+    # the closing directions point into the object: inward along the contact normals
+    tips_to_centre = mesh.centroid - world.palm_position_m.numpy()[:, None]
+    assert np.mean((world.fingertip_directions.numpy() * tips_to_centre).sum(-1) > 0) > 0.7
+    # a rerun with the other generator is refused in the same folder
+    with pytest.raises(ValueError, match="generator"):
+        generate_dataset(["procedural/box_0000"], tmp_path / "run", dataclasses.replace(config, generator="energy"))

@@ -289,7 +289,7 @@ def test_core_takes_any_kinematic_tree():
     ball = ObjectSDF.from_mesh(trimesh.creation.icosphere(3, radius=0.02), SDFConfig(resolution=24))
     # starts beyond the joint limit: the MDMM joint-limit constraint brings it back
     options = SynthesisOptions(num_grasps=3, seed=0, T_object_table=None, initial_joint_angles_rad=torch.full((3, 1), 1.8))
-    result = synthesize_grasps(pincer, ball, SynthesisConfig(num_steps=80, chunk_steps=20), options)
+    result = synthesize_grasps(pincer, ball, SynthesisConfig(num_steps=80, chunk_steps=20, task_wrenches="axes6"), options)
     assert result.grasp is None  # not an Allegro hand: no 37-D output
     assert result.T_object_root.shape == (3, 4, 4) and result.joint_angles_rad.shape == (3, 1)
     assert torch.isfinite(result.T_object_root).all() and torch.isfinite(result.metrics.task_loss).all()
@@ -317,7 +317,7 @@ def test_short_synthesis_on_a_box_touches_without_penetrating(hand, box_sdf, box
     assert (tips < 0.003).float().mean() >= 0.75, tips
     assert m.penetration_depth_m.max() < 0.0025 and m.penetration_volume_cm3.max() < 0.5
     assert (m.contact_samples >= 10).all() and (m.contact_area_cm2 > 2.0).all()
-    assert m.task_loss.max() < 0.02
+    assert m.task_loss.max() < 0.04  # mean squared residual over the 12 unit wrenches (N^2): <= 0.2 N each
     assert m.table_penetration_m.max() < 0.002 and m.self_intersection_m.max() < 0.003
     assert m.joint_limit_violation_rad.max() < 0.05  # before the output is clamped to the limits
     lower, upper = hand.lower_limits_rad, hand.upper_limits_rad
@@ -414,3 +414,56 @@ def test_core_imports_no_ros():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rclpy', 'rosidl_runtime_py', 'launch_ros')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_pregrasp_fingers_clear_the_object(hand, box_sdf, box_grasps):
+    """Each finger's pre-grasp is backed off until all its samples lie 5 mm off the object (Get a Grip's pre-grasp
+    must not touch it under the label noise)."""
+    from getagrip_ros.synthesis.optimizer import _allegro_finger
+
+    result, _ = box_grasps
+    grasp = result.grasp
+    points, _ = hand.surface(hand.link_poses(grasp.T_frame_palm, grasp.joint_angles_rad))
+    gap = box_sdf.distance(points)
+    finger = torch.tensor([_allegro_finger(n) for n in hand.link_names])[hand.sample_link]
+    clear = torch.stack([(gap[:, finger == f] >= 0.005 - 1e-4).all(-1) for f in range(4)], -1)
+    assert clear.float().mean() >= 0.75, clear
+    palm_gap = gap[:, finger == -1].min(-1).values  # palm: kept off by the free-sample clearance
+    assert (palm_gap > 0.003).all(), palm_gap
+
+
+def test_free_samples_keep_their_clearance_and_the_unrelaxed_task_uses_produced_forces(hand, sphere_sdf):
+    T = torch.eye(4, dtype=F64)[None]
+    q = hand.open_joint_angles_rad[None]
+    C = hand.num_contact_samples
+    points, _ = hand.surface(hand.link_poses(T, q))
+    # put the ball 5 mm in front of the palm's closest free sample
+    free = points[0, C:]
+    i = int(free[:, 0].argmax())  # the palm face (+x)
+    centre = free[i] + torch.tensor([0.04 + 0.005, 0.0, 0.0], dtype=F64)
+    T_object_root = torch.eye(4, dtype=F64)[None].clone()
+    T_object_root[0, :3, 3] = -centre
+    f = torch.zeros(1, C, dtype=F64, requires_grad=True)
+    state = HandState(T_object_root, q, f, torch.zeros(1, 12, C, 3, dtype=F64))
+    w = axis_wrenches("axes12")
+    near = evaluate_losses(hand, sphere_sdf, state, w, 0.05, 0.0, free_clearance_m=0.01)
+    far = evaluate_losses(hand, sphere_sdf, state, w, 0.05, 0.0, free_clearance_m=0.0)
+    assert near.physics > far.physics + 1.0  # 5 mm inside the 1 cm clearance: a stray force of ~5 kN/m
+    unrelaxed = evaluate_losses(hand, sphere_sdf, state, w, 0.05, 0.0, relaxed=False)
+    assert near.task.requires_grad and not unrelaxed.task.requires_grad  # without relaxation the desired forces play no part
+    # zero desired forces resist nothing (mean |w|^2 = 1); unrelaxed, the fingers' produced forces enter the task
+    assert near.task.item() == pytest.approx(1.0) and unrelaxed.task.item() != pytest.approx(1.0)
+
+
+def test_physics_score_prefers_an_opposed_thumb_and_drops_failures():
+    from getagrip_ros.synthesis.losses import GraspMetrics
+    from getagrip_ros.synthesis.optimizer import physics_score
+
+    z = torch.zeros(3, dtype=F64)
+    metrics = GraspMetrics(torch.full((3,), 1e-3, dtype=F64), *(z,) * 4, torch.zeros(3, 4, dtype=F64), z, z, z)
+    n = torch.tensor([1.0, 0.0, 0.0], dtype=F64).repeat(3, 4, 1)
+    n[0, 3] = -n[0, 3]  # grasp 0: the thumb faces the fingers
+    score = physics_score(metrics, torch.tensor([False, False, True]), n)
+    assert score[0] < score[1] and score[2] == math.inf
+    metrics.task_loss[1] = math.nan
+    assert physics_score(metrics, None, n)[1] == math.inf
