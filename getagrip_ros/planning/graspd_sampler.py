@@ -5,7 +5,7 @@ outward normals (:func:`cloud_normals`), a grid SDF (:func:`object_sdf`), then
 :func:`getagrip_ros.synthesis.optimizer.synthesize_grasps` on the Allegro hand model with the table at z = 0.
 The grasps come back in the object's frame, best physics score first (lower is better), failed ones removed.
 
-Unlike the other samplers it is slow (~25-30 s for 32 grasps and 300-500 steps on 2 cores) and anytime: the
+Unlike the other samplers it is slow (~48 s for 32 grasps and 500 steps on 2 cores) and anytime: the
 deadline returns the grasps of the last finished chunk of steps, marked partial.
 """
 

@@ -76,7 +76,7 @@ class SynthesisConfig:
 
     num_steps: int = 500
     """Optimisation steps (paper: 7000 on a GPU). On tabletop-20 meshes 500 lift more than 300 (apple: mean y_PGS
-    0.76 vs 0.59; conditioner 0.17 vs 0.05) at ~27 s for 32 grasps on 2 cores; see benchmarks/bench_graspd.py."""
+    0.76 vs 0.59; conditioner 0.17 vs 0.05) at ~48 s for 32 grasps on 2 cores (300: ~30 s); see bench_graspd.py."""
     chunk_steps: int = 25
     """Steps between checks of should_stop / the deadline and progress reports."""
     offset_start_m: float = 0.10
