@@ -1,4 +1,5 @@
-"""The graspd sampler (Grasp'D synthesis) in the planner, the CLI, the node parameters and over ROS 2.
+"""The graspd sampler (Grasp'D synthesis) in the planner, the CLI and the node parameters (over ROS 2:
+test/ros/test_plan_grasp_graspd.py).
 
 Every synthesis here uses a fast config (4 grasps, 40 steps in chunks of 10, a 48^3 grid) and one torch
 thread: on a shared 2-core machine torch's thread pool waits on descheduled threads (~1 s per step with 2
@@ -183,52 +184,3 @@ def test_graspd_settings_are_node_parameters_and_every_sampler_is_accepted(tmp_p
     assert code == 0, capsys.readouterr().err
     assert "ranked by the graspd physics score" in capsys.readouterr().out
     assert 1 <= len(np.load(out)["vectors_37d"]) <= 2
-
-
-@pytest.fixture
-def rclpy_node(ros_env):
-    """An initialised rclpy context and a plain node for the action client (as test/ros/conftest.py's)."""
-    import rclpy
-    from rclpy.node import Node
-
-    rclpy.init()
-    node = Node("test_graspd_client")
-    yield node
-    node.destroy_node()
-    rclpy.try_shutdown()
-
-
-def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, rclpy_node):
-    from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
-
-    from getagrip_interfaces.action import PlanGrasp
-    from getagrip_interfaces.msg import Status
-    from getagrip_ros.paths import config_path
-    from getagrip_ros.ros.client import call_action
-    from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
-    from getagrip_ros.ros.processes import NodeProcess
-
-    fast = {"graspd.num_grasps": 4, "graspd.synthesis.num_steps": 40, "graspd.synthesis.chunk_steps": 10,
-            "graspd.sdf.resolution": 48, "graspd.hand.contact_links": "distal"}
-    no_models = {f"models.{name}": '""' for name in ("bps_evaluator", "bps_sampler", "fixed_grasps", "geometry_evaluator")}
-    args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml"))]
-    for name, value in {**fast, **no_models}.items():
-        args += ["-p", f"{name}:={value}"]
-    with NodeProcess("getagrip_ros.ros.plan_grasp_node", args, env={**ros_env, "OMP_NUM_THREADS": "1"}) as server:
-        assert server.wait_for_output("plan_grasp ready", 60), server.output()
-        client = ActionClient(rclpy_node, PlanGrasp, "plan_grasp")
-        try:
-            goal = PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_POINT_CLOUD, sampler="graspd", evaluator="none",
-                                  num_grasps=4, seed=1, timeout_s=60.0)
-            goal.point_cloud = numpy_to_point_cloud2(box_surface_points(), "world")
-            feedback = []
-            status, result = call_action(rclpy_node, client, goal, timeout_s=90, feedback=feedback.append)
-        finally:
-            client.destroy()
-        assert status == GoalStatus.STATUS_SUCCEEDED, (result.status.reason, server.output())
-        assert result.status.code == Status.SUCCEEDED and "ranked by the graspd physics score" in result.status.reason
-        assert sum(f.stage == "sampling" for f in feedback) >= 1 and 1 <= len(result.grasps) <= 4
-        grasps, _ = grasp_msgs_to_core(list(result.grasps))
-        assert grasps.frame_id == "world" and np.isfinite(grasps.to_numpy_vector()).all()
-    assert server.process.returncode == 0, server.output()

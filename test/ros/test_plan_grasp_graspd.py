@@ -1,0 +1,41 @@
+"""A plan_grasp node process with graspd parameters serves a graspd goal (feedback, physics-score ranking)."""
+
+import numpy as np
+
+from getagrip_ros.objects.primitives import box_surface_points
+
+
+def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, rclpy_node):
+    from action_msgs.msg import GoalStatus
+    from rclpy.action import ActionClient
+
+    from getagrip_interfaces.action import PlanGrasp
+    from getagrip_interfaces.msg import Status
+    from getagrip_ros.paths import config_path
+    from getagrip_ros.ros.client import call_action
+    from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
+    from getagrip_ros.ros.processes import NodeProcess
+
+    fast = {"graspd.num_grasps": 4, "graspd.synthesis.num_steps": 40, "graspd.synthesis.chunk_steps": 10,
+            "graspd.sdf.resolution": 48, "graspd.hand.contact_links": "distal"}
+    no_models = {f"models.{name}": '""' for name in ("bps_evaluator", "bps_sampler", "fixed_grasps", "geometry_evaluator")}
+    args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml"))]
+    for name, value in {**fast, **no_models}.items():
+        args += ["-p", f"{name}:={value}"]
+    with NodeProcess("getagrip_ros.ros.plan_grasp_node", args, env={**ros_env, "OMP_NUM_THREADS": "1"}) as server:
+        assert server.wait_for_output("plan_grasp ready", 60), server.output()
+        client = ActionClient(rclpy_node, PlanGrasp, "plan_grasp")
+        try:
+            goal = PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_POINT_CLOUD, sampler="graspd", evaluator="none",
+                                  num_grasps=4, seed=1, timeout_s=60.0)
+            goal.point_cloud = numpy_to_point_cloud2(box_surface_points(), "world")
+            feedback = []
+            status, result = call_action(rclpy_node, client, goal, timeout_s=90, feedback=feedback.append)
+        finally:
+            client.destroy()
+        assert status == GoalStatus.STATUS_SUCCEEDED, (result.status.reason, server.output())
+        assert result.status.code == Status.SUCCEEDED and "ranked by the graspd physics score" in result.status.reason
+        assert sum(f.stage == "sampling" for f in feedback) >= 1 and 1 <= len(result.grasps) <= 4
+        grasps, _ = grasp_msgs_to_core(list(result.grasps))
+        assert grasps.frame_id == "world" and np.isfinite(grasps.to_numpy_vector()).all()
+    assert server.process.returncode == 0, server.output()
