@@ -10,6 +10,10 @@ skipped with the reason.
         --fixed-grasps fixed.npz [--bps-sampler runs/sampler/best.pt] [--geometry-evaluator geometry.pt] \\
         [--samplers fixed,diffusion] [--evaluators none,geometry,bps+geometry] [--out evidence.json]
 
+``--perception depth`` observes the object as the stack's depth backend does (TSDF fusion of the same noisy views,
+cleaning, the fused mesh) instead of the data engine's back-projected cloud; a sampler written ``graspd@mesh`` then
+plans with that mesh as well (its SDF comes from the mesh).
+
 Objects can be split over processes (``--objects`` takes names) and the parts joined with
 ``--merge part1.json part2.json --out evidence.json``.
 """
@@ -19,19 +23,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from getagrip_ros.cli.generate import resolve_objects
-from getagrip_ros.data.evaluate import (EvaluationConfig, Method, ObjectResult, evaluate_methods, paired_gains, result_rows,
-                                       summarize)
-from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object
+from getagrip_ros.data.evaluate import (EvaluationConfig, Method, ObjectResult, Observation, evaluate_methods, paired_gains,
+                                       result_rows, summarize)
+from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object, observe_views
 from getagrip_ros.data.labels import LabelConfig
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.errors import ObjectRejected
 from getagrip_ros.objects.mesh_object import prepare_object
+from getagrip_ros.perception.extract import extract_from_depth
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles
 
 
@@ -52,6 +58,10 @@ def main() -> None:
                         help="samplers to judge (those without a model file are left out)")
     parser.add_argument("--evaluators", default="none,bps,geometry,bps+geometry",
                         help="evaluators to judge (those without a model file are left out)")
+    parser.add_argument("--perception", choices=("cloud", "depth"), default="cloud",
+                        help="cloud: the data engine's back-projected cloud; depth: the stack's depth backend (TSDF "
+                             "fusion, cleaning and the fused mesh, which samplers written graspd@mesh plan with)")
+    parser.add_argument("--work-dir", type=Path, help="with --perception depth: keep each object's mesh here")
     parser.add_argument("--out", type=Path, help="write every result as JSON")
     parser.add_argument("--merge", nargs="+", type=Path, help="join the JSON files of earlier runs instead of running")
     args = parser.parse_args()
@@ -65,12 +75,15 @@ def main() -> None:
 
     files = ModelFiles(bps_evaluator=args.bps_evaluator, fixed_grasps=args.fixed_grasps, bps_sampler=args.bps_sampler,
                        geometry_evaluator=args.geometry_evaluator)
-    available = {"heuristic": True, "graspd": True, "fixed": bool(args.fixed_grasps), "diffusion": bool(args.bps_sampler)}
+    available = {"heuristic": True, "graspd": True, "graspd@mesh": True, "fixed": bool(args.fixed_grasps),
+                 "diffusion": bool(args.bps_sampler)}
     samplers = [s for s in args.samplers.split(",") if available.get(s)]
+    if any(s.endswith("@mesh") for s in samplers) and args.perception != "depth":
+        parser.error("a sampler planning with the mesh (graspd@mesh) needs --perception depth")
     have = {"none": True, "bps": bool(args.bps_evaluator), "geometry": bool(args.geometry_evaluator)}
     have["bps+geometry"] = have["bps"] and have["geometry"]
     evaluators = [e for e in args.evaluators.split(",") if have.get(e)]
-    methods = [Method(s, e) for s in samplers for e in evaluators]
+    methods = [Method(s.removesuffix("@mesh"), e, s.endswith("@mesh")) for s in samplers for e in evaluators]
     planner = GraspPlanner(GraspPlannerConfig(num_samples=args.num_samples, models=files))
     specs = resolve_objects(args.objects)[: args.limit]
     objects = []
@@ -83,8 +96,17 @@ def main() -> None:
                               label=LabelConfig(num_perturbations=args.perturbations),
                               refinement_iterations=args.refinement_iterations)
 
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="evidence_meshes_"))
+
     def observe(world):
-        return observe_object(world, CloudConfig(), np.random.default_rng(object_seed(world.object.name, 0)))
+        rng = np.random.default_rng(object_seed(world.object.name, 0))
+        if args.perception == "cloud":
+            return observe_object(world, CloudConfig(), rng)
+        frames, centre = observe_views(world, CloudConfig(), rng)
+        out = work / world.object.name.replace("/", "_")
+        rep = extract_from_depth([f.depth_m for f in frames], [f.K for f in frames],
+                                 [f.T_world_camera for f in frames], centre, out)
+        return Observation(rep.points_world_m, str(rep.mesh_path))
 
     start = time.perf_counter()
     results = evaluate_methods(objects, planner, methods, observe, config,

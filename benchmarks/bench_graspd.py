@@ -16,7 +16,8 @@ floating-hand world) and then:
   PyBullet and lets gravity act), the median of each grasp's trials, in cm.
 
 Ablations (`--methods`) follow the paper's Table 3: graspd_no_relaxation, graspd_no_coarse_to_fine (offset 0
-from the start), graspd_no_leak (leak alpha = 0); graspd_steps<N> runs another step budget. Everything is printed
+from the start), graspd_no_leak (leak alpha = 0); graspd_steps<N> runs another step budget and graspd_sdf<N> another
+SDF resolution (grid points along the longest side; the time includes the SDF's build). Everything is printed
 per object and summarised (medians over objects).
 
     python benchmarks/bench_graspd.py --objects tabletop-20 --methods energy,graspd --out docs/graspd/quality.json
@@ -64,6 +65,9 @@ def method_config(name: str, base: GenerationConfig) -> GenerationConfig:
         synthesis = dataclasses.replace(synthesis, contact=ContactConfig(leak=0.0))
     elif name.startswith("graspd_steps"):
         synthesis = dataclasses.replace(synthesis, num_steps=int(name.removeprefix("graspd_steps")))
+    elif name.startswith("graspd_sdf"):
+        sdf = dataclasses.replace(base.graspd.sdf, resolution=int(name.removeprefix("graspd_sdf")))
+        return dataclasses.replace(base, generator="graspd", graspd=dataclasses.replace(base.graspd, sdf=sdf))
     else:
         raise ValueError(f"unknown method {name!r}")
     return dataclasses.replace(base, generator="graspd", graspd=dataclasses.replace(base.graspd, synthesis=synthesis))

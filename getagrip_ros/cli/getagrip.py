@@ -86,7 +86,8 @@ def _benchmark(args: argparse.Namespace) -> int:
         if not args.objects:
             raise ValueError("give --objects (a named set, a folder of meshes or names) or --protocol")
         _check_benchmark_options(args)
-        task = GraspTaskConfig(perception=args.perception, num_images=args.num_images, num_grasps=args.num_grasps)
+        task = GraspTaskConfig(perception=args.perception, num_images=args.num_images, num_grasps=args.num_grasps,
+                               plan_with_mesh=args.plan_with_mesh)
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
         protocol = BenchmarkProtocol(objects=resolve_objects(args.objects), methods=methods,
                                      trials_per_object=args.trials, task=task)
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--perception", default="depth", help="depth | nerf")
     bench.add_argument("--num-images", type=int, default=100)
     bench.add_argument("--num-grasps", type=int, default=40)
+    bench.add_argument("--plan-with-mesh", action="store_true",
+                       help="send perception's mesh with the cloud to grasp planning (graspd: its SDF from the mesh)")
     bench.add_argument("--protocol", help="a protocol.yaml to run or resume (overrides the options above)")
     bench.add_argument("--mode", choices=("in_process", "ros"), default="in_process",
                        help="in_process: the stages in this process; ros: a bring-up with a process per node started "

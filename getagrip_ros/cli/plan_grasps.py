@@ -1,12 +1,15 @@
-"""getagrip-plan-grasps: plan grasps for an object point cloud file or a trained NeRF, without ROS.
+"""getagrip-plan-grasps: plan grasps for an object point cloud file, a mesh file or a trained NeRF, without ROS.
 
     getagrip-plan-grasps cloud.npy --num-grasps 40 --out grasps.npz --image grasps.png   # shipped fixed set + evaluator
     getagrip-plan-grasps cloud.npy --sampler fixed --fixed-grasps set.npz --evaluator bps --bps-evaluator best.pt
     getagrip-plan-grasps --nerf runs/.../config.yml --sampler diffusion --bps-sampler s.pt --evaluator nerf \
         --nerf-evaluator n.pt
     getagrip-plan-grasps cloud.npy --sampler graspd --evaluator none --graspd-grasps 32 --graspd-steps 500
+    getagrip-plan-grasps cloud.npy --mesh object_mesh.obj --sampler graspd   # graspd's SDF from extraction's mesh
+    getagrip-plan-grasps --mesh object.obj --sampler graspd                  # points drawn on the mesh
 
-The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or text .xyz/.txt).
+The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or text .xyz/.txt); a mesh
+(.obj, .ply, .stl) is in the same frame.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="getagrip-plan-grasps", description=__doc__.splitlines()[0])
     parser.add_argument("cloud", type=Path, nargs="?", help="object point cloud (N, 3), metres, z up, table at z = 0")
     parser.add_argument("--nerf", type=Path, help="instead of a cloud: a trained NeRF's config.yml (world frame)")
+    parser.add_argument("--mesh", type=Path, help="the object's surface mesh: alone, or with a cloud (the graspd "
+                        "sampler then builds its SDF from the mesh)")
     parser.add_argument("--frame-id", default="world", help="frame of the cloud and of the grasps")
     parser.add_argument("--num-grasps", type=int, default=40)
     parser.add_argument("--num-samples", type=int, default=GraspPlannerConfig.num_samples)
@@ -59,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image", type=Path, help="also draw the best grasps into this PNG")
     args = parser.parse_args(argv)
 
-    if (args.cloud is None) == (args.nerf is None):
-        parser.error("give either a point cloud file or --nerf CONFIG")
+    if args.nerf is not None and (args.cloud is not None or args.mesh is not None):
+        parser.error("--nerf goes alone: give a point cloud file, --mesh MESH (or both), or --nerf CONFIG")
+    if args.cloud is None and args.nerf is None and args.mesh is None:
+        parser.error("give a point cloud file, --mesh MESH (or both), or --nerf CONFIG")
     if args.graspd_grasps < 1 or args.graspd_steps < 1:
         parser.error(f"--graspd-grasps and --graspd-steps must be >= 1, got {args.graspd_grasps}, {args.graspd_steps}")
     points = None
@@ -80,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     planner = GraspPlanner(config)
     request = PlanRequest(frame_id=args.frame_id, points_m=points, num_grasps=args.num_grasps, sampler=args.sampler,
                           evaluator=args.evaluator, refinement_iterations=args.iterations, seed=args.seed,
-                          nerf_config_path=None if args.nerf is None else str(args.nerf))
+                          nerf_config_path=None if args.nerf is None else str(args.nerf),
+                          mesh_path=None if args.mesh is None else str(args.mesh))
     with tqdm(total=100, unit="%", desc="planning") as bar:
         def progress(stage: str, fraction: float, best: float) -> None:
             bar.set_description(stage)

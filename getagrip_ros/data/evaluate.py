@@ -25,19 +25,31 @@ from getagrip_ros.planning.planner import GraspPlanner, PlanRequest
 from getagrip_ros.sim.scene import SceneConfig
 from getagrip_ros.sim.world import ObjectPlacement, SimWorld
 
-CloudFn = Callable[[SimWorld], np.ndarray]
+@dataclass(frozen=True)
+class Observation:
+    """What a method plans from: the observed object points and, optionally, a mesh of them (world frame)."""
+
+    points_m: np.ndarray
+    """(N, 3) observed object points."""
+    mesh_path: str | None = None
+    """A surface mesh file of the observed object (e.g. the depth backend's fused mesh), for methods that use one."""
+
+
+CloudFn = Callable[[SimWorld], "np.ndarray | Observation"]
 """The floating-hand world holding the object -> (N, 3) observed object points, world frame (e.g.
-:func:`getagrip_ros.data.generate.observe_object`)."""
+:func:`getagrip_ros.data.generate.observe_object`), or an Observation with a mesh as well."""
 
 
 @dataclass(frozen=True)
 class Method:
     sampler: str
     evaluator: str
+    with_mesh: bool = False
+    """Plan with the observation's mesh besides its points (the graspd sampler's SDF comes from it)."""
 
     @property
     def name(self) -> str:
-        return f"{self.sampler} + {self.evaluator}"
+        return f"{self.sampler}{'@mesh' * self.with_mesh} + {self.evaluator}"
 
 
 @dataclass(frozen=True)
@@ -72,18 +84,22 @@ def evaluate_methods(objects: Sequence[PreparedObject], planner: GraspPlanner, m
     results = []
     for obj in objects:
         with SimWorld(SceneConfig(robot="floating_hand"), obj, config.placement) as world:
-            cloud = cloud_fn(world)
+            seen = cloud_fn(world)
+            seen = seen if isinstance(seen, Observation) else Observation(seen)
             for method in methods:
                 if progress is not None:
                     progress(obj.name, method.name)
-                results.append(_evaluate(world, obj.name, cloud, planner, method, config))
+                results.append(_evaluate(world, obj.name, seen, planner, method, config))
     return results
 
 
-def _evaluate(world: SimWorld, name: str, cloud: np.ndarray, planner: GraspPlanner, method: Method,
+def _evaluate(world: SimWorld, name: str, seen: Observation, planner: GraspPlanner, method: Method,
               config: EvaluationConfig) -> ObjectResult:
     seed = object_seed(name, config.seed)
-    request = PlanRequest(points_m=cloud, frame_id="world", num_grasps=config.grasps_per_object,
+    if method.with_mesh and seen.mesh_path is None:
+        raise ValueError(f"{method.name} plans with a mesh; the observation of {name} has none")
+    request = PlanRequest(points_m=seen.points_m, mesh_path=seen.mesh_path if method.with_mesh else None,
+                          frame_id="world", num_grasps=config.grasps_per_object,
                           sampler=method.sampler, evaluator=method.evaluator,
                           refinement_iterations=config.refinement_iterations, seed=seed)
     plan = planner.plan(request)

@@ -196,18 +196,26 @@ def _name(obj: ObjectSpec | str) -> str:
     return obj.name if isinstance(obj, ObjectSpec) else obj
 
 
-def observe_object(world: SimWorld, config: CloudConfig, rng: np.random.Generator) -> np.ndarray:
-    """(N, 3) cleaned world-frame cloud of the world's object from noisy depth views along the capture spirals."""
+def observe_views(world: SimWorld, config: CloudConfig, rng: np.random.Generator) -> tuple[list, np.ndarray]:
+    """Noisy depth views of the world's object along the capture spirals (camera frames with the depth noise added)
+    and the capture centre (3,) on the table below the object, world frame."""
     T_hand = np.eye(4)
     T_hand[:3, 3] = _HAND_AWAY_M
     world.reset(T_world_palm=T_hand)
     position = np.array([*world.object_pose()[:2, 3], 0.0])
-    points = []
+    frames = []
     for T_world_camera in spiral_poses(position, config.spiral):
         world.set_camera_pose(T_world_camera)
         frame = world.render(config.camera)
         noisy = frame.depth_m + rng.normal(0.0, config.depth_noise_std_m, frame.depth_m.shape).astype(np.float32)
-        points.append(backproject_object(dataclasses.replace(frame, depth_m=np.where(frame.depth_m > 0, noisy, 0.0))))
+        frames.append(dataclasses.replace(frame, depth_m=np.where(frame.depth_m > 0, noisy, 0.0)))
+    return frames, position
+
+
+def observe_object(world: SimWorld, config: CloudConfig, rng: np.random.Generator) -> np.ndarray:
+    """(N, 3) cleaned world-frame cloud of the world's object from noisy depth views along the capture spirals."""
+    frames, position = observe_views(world, config, rng)
+    points = [backproject_object(frame) for frame in frames]
     try:
         return clean_object_cloud(np.concatenate(points), position, config.cleaning).points_m
     except ValueError as exc:

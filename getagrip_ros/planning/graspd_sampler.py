@@ -1,7 +1,7 @@
 """The graspd sampler: grasps synthesised by gradient descent through a differentiable contact model (Grasp'D).
 
-Pure Python/torch (no rclpy). From the planning object's point cloud (z up, table top at z = 0 of its frame):
-outward normals (:func:`cloud_normals`), a grid SDF (:func:`object_sdf`), then
+Pure Python/torch (no rclpy). From the planning object's mesh when the goal gives one, else its point cloud (z up,
+table top at z = 0 of its frame): outward normals (:func:`cloud_normals`), a grid SDF (:func:`object_sdf`), then
 :func:`getagrip_ros.synthesis.optimizer.synthesize_grasps` on the Allegro hand model with the table at z = 0.
 The grasps come back in the object's frame, best physics score first (lower is better), failed ones removed.
 
@@ -60,6 +60,9 @@ class GraspdSamplerConfig:
     start_cable_margin_deg: float = 15.0
     """With the planner's cable filter: starts must pass it with both its angles tightened by this much (degrees;
     the optimisation turns the wrist by up to ~10-15 deg, so grasps that start at the filter's edge end outside)."""
+    sdf_from_mesh: bool = True
+    """When the goal gives the object's mesh: build the SDF from it (repaired first when it is not watertight, as a
+    fused-depth mesh open at the table is), not from the cloud; if the mesh cannot be made solid, from the cloud."""
     deadline_reserve_fraction: float = 0.2
     """Share (0-1) of the plan's time limit kept for ranking and closing targets after synthesis: synthesis
     stops at plan start + limit * (1 - this) and returns the grasps found so far (partial)."""
@@ -222,14 +225,21 @@ class GraspdSampler:
             StageError(NO_RESULT): every grasp failed.
         """
         if obj.points_m is None:
-            raise StageError(StatusCode.INVALID_GOAL, "the graspd sampler needs a point cloud or a NeRF (it builds the "
-                             "object's SDF from its points); with a BPS only, use the diffusion or fixed sampler")
+            raise StageError(StatusCode.INVALID_GOAL, "the graspd sampler needs a point cloud, a mesh or a NeRF (it "
+                             "builds the object's SDF from them); with a BPS only, use the diffusion or fixed sampler")
         started = time.monotonic()
         step(0.0)
-        try:
-            sdf, normals_method = object_sdf(obj.points_m, obj.frame_id, self.config)
-        except ValueError as err:
-            raise StageError(StatusCode.INVALID_GOAL, f"cannot build the object's SDF: {err}") from err
+        sdf, source_note = None, ""
+        if obj.mesh is not None and self.config.sdf_from_mesh:
+            try:
+                sdf, normals_method = ObjectSDF.from_mesh(obj.mesh, self.config.sdf, obj.frame_id, "object"), "mesh"
+            except ValueError as err:  # e.g. a fused mesh the repair cannot close
+                source_note = f"; SDF from the cloud: the mesh's failed ({err})"
+        if sdf is None:
+            try:
+                sdf, normals_method = object_sdf(obj.points_m, obj.frame_id, self.config)
+            except ValueError as err:
+                raise StageError(StatusCode.INVALID_GOAL, f"cannot build the object's SDF: {err}") from err
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         starts = self._starts(sdf, num, generator, step)
         options = SynthesisOptions(num_grasps=num, seed=seed, T_object_table=np.eye(4), should_stop=should_stop,
@@ -248,7 +258,7 @@ class GraspdSampler:
             raise StageError(StatusCode.NO_RESULT, f"all {len(keep)} synthesised grasps failed (first: {first})")
         index = torch.nonzero(keep).flatten()
         index = index[score[index].argsort(stable=True)]
-        note = ""
+        note = source_note
         if result.partial:
             why = "a stop request" if result.cancelled else "the deadline"
             note += f" (partial: {why} stopped synthesis at step {result.steps_done} of {result.num_steps})"
@@ -258,7 +268,9 @@ class GraspdSampler:
             note += f"; {stopped} grasp{'s' * (stopped > 1)} stopped by a non-finite loss"
         if num_failed > stopped:
             note += f"; {num_failed - stopped} grasp{'s' * (num_failed - stopped > 1)} with non-finite values removed"
-        if normals_method != "tangent_plane":
+        if normals_method == "mesh":
+            note += "; SDF from the object's mesh"
+        elif normals_method != "tangent_plane":
             note += "; cloud normals oriented away from the centroid (the tangent-plane orientation failed)"
         return GraspdSamples(grasps[index], score[index], result.partial, num_failed, note, result.steps_done,
                              result.num_steps, time.monotonic() - started)

@@ -1,4 +1,4 @@
-"""What the planner knows about the object, from a point cloud, a BPS or a trained NeRF.
+"""What the planner knows about the object, from a point cloud, a BPS, a trained NeRF or a surface mesh.
 
 Every learned model works in the public code's object frame Oy: y up, origin at the object centroid,
 axes the world's rotated by Rx(+90 deg). ``T_frame_Oy`` places it in the request's frame (z up, table top
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
@@ -17,6 +17,9 @@ import torch
 from getagrip_ros.grasp.frames import T_zup_yup
 from getagrip_ros.perception.bps import encode_bps
 from getagrip_ros.status import StageError, StatusCode
+
+if TYPE_CHECKING:
+    import trimesh
 
 
 @dataclass
@@ -31,6 +34,8 @@ class PlanningObject:
     """(N, 3) object points in frame_id, when known."""
     density_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
     """NeRF density at (..., 3) points of frame_id (NeRF input only)."""
+    mesh: "trimesh.Trimesh | None" = None
+    """The object's surface mesh in frame_id, when given (the graspd sampler builds its SDF from it)."""
 
     @property
     def centroid_m(self) -> np.ndarray:
@@ -69,3 +74,27 @@ def object_from_nerf(nerf_config_path: str, device: str,
         raise StageError(StatusCode.INTERNAL_ERROR, "the NeRF extraction returned no density function")
     return PlanningObject("world", T_frame_Oy_at(rep.centroid_world_m), rep.bps.distances_m,
                           points_m=rep.points_world_m, density_fn=rep.density_fn)
+
+
+def object_from_mesh(mesh_path: str, frame_id: str, points_m: np.ndarray | None = None, num_points: int = 5000,
+                     seed: int = 0) -> PlanningObject:
+    """The object of a triangle mesh file (metres, frame_id): its points are `points_m` when given (an observed
+    cloud), else `num_points` drawn uniformly on the surface with `seed`; centroid and BPS from those points.
+
+    Raises:
+        StageError(INVALID_GOAL): the file cannot be read as a mesh, has NaN vertices or no faces.
+    """
+    import trimesh
+
+    from getagrip_ros.motion.world import load_object_mesh
+
+    try:
+        loaded = load_object_mesh(mesh_path)
+    except ValueError as err:
+        raise StageError(StatusCode.INVALID_GOAL, str(err)) from None
+    mesh = trimesh.Trimesh(loaded.vertices_m, loaded.faces, process=False)
+    if points_m is None:
+        points_m, _ = trimesh.sample.sample_surface(mesh, int(num_points), seed=int(seed) % 2**32)
+    obj = object_from_points(np.asarray(points_m, dtype=float), frame_id)
+    obj.mesh = mesh
+    return obj

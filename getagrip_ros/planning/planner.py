@@ -33,7 +33,8 @@ from getagrip_ros.planning.evaluators import (BpsGraspEvaluator, GeometryGraspEv
                                               ScoreFn)
 from getagrip_ros.planning.graspd_sampler import GraspdSampler, GraspdSamplerConfig, synthesis_deadline_s
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig
-from getagrip_ros.planning.object_input import PlanningObject, object_from_bps, object_from_nerf, object_from_points
+from getagrip_ros.planning.object_input import (PlanningObject, object_from_bps, object_from_mesh, object_from_nerf,
+                                                object_from_points)
 from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
 from getagrip_ros.planning.samplers import (DiffusionSampler, DiffusionSamplerConfig, FixedSampler, HeuristicSampler,
                                             load_grasp_set)
@@ -83,6 +84,8 @@ class GraspPlannerConfig:
     """Grasps gridded and scored at a time by the NeRF evaluator (memory: ~2.5 MB per grasp)."""
     min_points: int = 50
     """Fewest object points accepted."""
+    mesh_surface_points: int = 5000
+    """Points drawn on a mesh-only object's surface (as many as perception's cleaned cloud keeps)."""
     apply_cable_filter: bool = True
     cable_filter: CableFilterConfig = field(default_factory=CableFilterConfig)
     heuristic_sampler: HeuristicSamplerConfig = field(default_factory=HeuristicSamplerConfig)
@@ -112,7 +115,8 @@ class GraspPlannerConfig:
 
 @dataclass
 class PlanRequest:
-    """One planning request. Exactly one of points_m / bps / nerf_config_path is set."""
+    """One planning request: exactly one of points_m / bps / nerf_config_path / mesh_path is set, or points_m
+    and mesh_path together."""
 
     frame_id: str = "world"
     """Frame of the object data and of the returned grasps (z up, table top at z = 0)."""
@@ -123,6 +127,10 @@ class PlanRequest:
     bps_centroid_height_m: float = float("nan")
     """With a BPS: height of the object centroid above the table (origin of the models' object frame)."""
     nerf_config_path: str | None = None
+    mesh_path: str | None = None
+    """A triangle mesh file of the object's surface (.obj, .ply, .stl; metres, in frame_id). Alone: the object's
+    points are sampled on it. With points_m: the points stay the object's (the evaluators and the other samplers
+    use them) and the graspd sampler builds its SDF from the mesh."""
     num_grasps: int = 40
     sampler: str = "heuristic"
     evaluator: str = "none"
@@ -169,13 +177,41 @@ STAGE_PROGRESS = {"object": 0.0, "sampling": 0.05, "filtering": 0.35, "evaluatio
                   "closing_targets": 0.95}
 
 
+def check_object_points(points_m: np.ndarray, frame_id: str, config: GraspPlannerConfig, what: str,
+                        min_points: int | None = None) -> None:
+    """Raise StageError(INVALID_GOAL) unless `points_m` (N, 3) could be an object on the table of `frame_id`: at least
+    `min_points` (default: the config's) finite points inside the object region, spanning a graspable extent.
+    `what` names them ("point cloud", "mesh")."""
+    pts = np.asarray(points_m)
+    fewest = config.min_points if min_points is None else min_points
+    if pts.ndim != 2 or pts.shape[1] != 3:
+        raise StageError(StatusCode.INVALID_GOAL, f"{what} must have shape (N, 3), got {pts.shape}")
+    if len(pts) < fewest:
+        raise StageError(StatusCode.INVALID_GOAL, f"{what} has {len(pts)} points, need at least {fewest}")
+    bad = ~np.isfinite(pts).all(axis=1)
+    if bad.any():
+        raise StageError(StatusCode.INVALID_GOAL, f"{what} has {int(bad.sum())} points with NaN or inf")
+    low, high = np.asarray(config.object_region_min_m), np.asarray(config.object_region_max_m)
+    outside = ~((pts >= low) & (pts <= high)).all(axis=1)
+    if outside.any():
+        raise StageError(StatusCode.INVALID_GOAL, f"{int(outside.sum())} of {len(pts)} {what} points lie outside the "
+                         f"region an object on the table can occupy ({low.tolist()} to {high.tolist()} m in "
+                         f"{frame_id!r}; the table top is z = 0), e.g. {pts[outside][0].round(3).tolist()}")
+    extent = float((pts.max(axis=0) - pts.min(axis=0)).max())
+    smallest, largest = config.object_extent_range_m
+    if not smallest <= extent <= largest:
+        raise StageError(StatusCode.INVALID_GOAL, f"the {'points' if what == 'point cloud' else what} span "
+                         f"{extent * 1000:.1f} mm; a graspable "
+                         f"object spans {smallest * 1000:.0f}-{largest * 1000:.0f} mm (object_extent_range_m)")
+
+
 def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
     """Raise StageError(INVALID_GOAL) naming what is wrong with the request (or what describes no real object)."""
-    min_points = config.min_points
     sources = [n for n, v in (("point cloud", request.points_m), ("BPS", request.bps),
-                              ("NeRF", request.nerf_config_path)) if v is not None]
-    if len(sources) != 1:
-        raise StageError(StatusCode.INVALID_GOAL, f"give exactly one object source, got {sources or 'none'}")
+                              ("NeRF", request.nerf_config_path), ("mesh", request.mesh_path)) if v is not None]
+    if len(sources) != 1 and sources != ["point cloud", "mesh"]:
+        raise StageError(StatusCode.INVALID_GOAL, "give exactly one object source (or a point cloud and a mesh), got "
+                         f"{sources or 'none'}")
     if not 1 <= request.num_grasps <= MAX_GRASPS:
         raise StageError(StatusCode.INVALID_GOAL, f"num_grasps must be in [1, {MAX_GRASPS}], got {request.num_grasps}")
     if not 0 <= request.refinement_iterations <= config.max_refinement_iterations:
@@ -187,25 +223,7 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
         if name not in known:
             raise StageError(StatusCode.INVALID_GOAL, f"unknown {kind} {name!r}; known: {list(known)}")
     if request.points_m is not None:
-        pts = np.asarray(request.points_m)
-        if pts.ndim != 2 or pts.shape[1] != 3:
-            raise StageError(StatusCode.INVALID_GOAL, f"point cloud must have shape (N, 3), got {pts.shape}")
-        if len(pts) < min_points:
-            raise StageError(StatusCode.INVALID_GOAL, f"point cloud has {len(pts)} points, need at least {min_points}")
-        bad = ~np.isfinite(pts).all(axis=1)
-        if bad.any():
-            raise StageError(StatusCode.INVALID_GOAL, f"point cloud has {int(bad.sum())} points with NaN or inf")
-        low, high = np.asarray(config.object_region_min_m), np.asarray(config.object_region_max_m)
-        outside = ~((pts >= low) & (pts <= high)).all(axis=1)
-        if outside.any():
-            raise StageError(StatusCode.INVALID_GOAL, f"{int(outside.sum())} of {len(pts)} points lie outside the "
-                             f"region an object on the table can occupy ({low.tolist()} to {high.tolist()} m in "
-                             f"{request.frame_id!r}; the table top is z = 0), e.g. {pts[outside][0].round(3).tolist()}")
-        extent = float((pts.max(axis=0) - pts.min(axis=0)).max())
-        smallest, largest = config.object_extent_range_m
-        if not smallest <= extent <= largest:
-            raise StageError(StatusCode.INVALID_GOAL, f"the points span {extent * 1000:.1f} mm; a graspable object "
-                             f"spans {smallest * 1000:.0f}-{largest * 1000:.0f} mm (object_extent_range_m)")
+        check_object_points(request.points_m, request.frame_id, config, "point cloud")
     if request.bps is not None:
         bps = np.asarray(request.bps)
         if bps.shape != (BPS_SIZE,):
@@ -220,6 +238,8 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
                              f"(0 < bps_centroid_height_m <= {config.object_region_max_m[2]} m), got {height}")
     if request.nerf_config_path is not None and not Path(request.nerf_config_path).is_file():
         raise StageError(StatusCode.INVALID_GOAL, f"NeRF config not found: {request.nerf_config_path}")
+    if request.mesh_path is not None and not Path(request.mesh_path).is_file():
+        raise StageError(StatusCode.INVALID_GOAL, f"object mesh not found: {request.mesh_path}")
     if request.sampler in POINT_SAMPLERS and request.bps is not None:
         raise StageError(StatusCode.INVALID_GOAL, f"the {request.sampler} sampler needs a point cloud or a NeRF; "
                          "with a BPS only, use the diffusion or fixed sampler")
@@ -356,6 +376,11 @@ class GraspPlanner:
         return PlanResult(StatusCode.SUCCEEDED, f"{len(planned.grasps)} grasps{note}", planned, timer.durations_s)
 
     def _object(self, request: PlanRequest, report: ProgressFn, checkpoint: Callable[[], None]) -> PlanningObject:
+        if request.mesh_path is not None:
+            obj = object_from_mesh(request.mesh_path, request.frame_id, request.points_m,
+                                   self.config.mesh_surface_points, request.seed)
+            check_object_points(np.asarray(obj.mesh.vertices), request.frame_id, self.config, "mesh", min_points=3)
+            return obj
         if request.points_m is not None:
             return object_from_points(request.points_m, request.frame_id)
         if request.bps is not None:

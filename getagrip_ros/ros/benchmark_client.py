@@ -75,7 +75,8 @@ class BenchmarkStack:
         from getagrip_interfaces.action import GraspObject
         from getagrip_ros.ros.client import call_action
 
-        differs = [k for k in ("num_images", "planner", "trials_dir", "work_dir", "timeouts", "scoring", "record_image_stride")
+        differs = [k for k in ("num_images", "plan_with_mesh", "planner", "trials_dir", "work_dir", "timeouts", "scoring",
+                                 "record_image_stride")
                    if getattr(config, k) != getattr(self.task, k)]
         if differs:
             raise ValueError(f"the bring-up was started with other task settings: {differs}")

@@ -99,9 +99,9 @@ class PlanGraspNode(StackNode):
         result = PlanGrasp.Result()
         try:
             request = plan_request(goal_handle.request)
-            if request.nerf_config_path:
-                check_goal_paths(self.config.data_roots, nerf_config_path=request.nerf_config_path)
-            if request.points_m is not None and request.frame_id not in self.config.object_frames:
+            check_goal_paths(self.config.data_roots, nerf_config_path=request.nerf_config_path or "",
+                             mesh_path=request.mesh_path or "")
+            if (request.points_m is not None or request.mesh_path) and request.frame_id not in self.config.object_frames:
                 raise ValueError(f"the object data is in frame {request.frame_id!r}; this node plans in "
                                  f"{list(self.config.object_frames)} (z up, the table top at z = 0): transform it first")
         except (ValueError, TypeError) as err:  # UnsafeFile included

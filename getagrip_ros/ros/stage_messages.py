@@ -83,24 +83,38 @@ def extract_request(goal: ExtractObject.Goal) -> ExtractRequest:
 
 # -- plan_grasp -------------------------------------------------------------------------------------------
 def plan_goal(request: PlanRequest) -> PlanGrasp.Goal:
-    """A point-cloud request (what the grasp task sends)."""
-    if request.points_m is None:
-        raise ValueError("plan_goal sends point-cloud requests only")
-    goal = PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_POINT_CLOUD, num_grasps=int(request.num_grasps),
+    """A point-cloud request, with its mesh when it has one (what the grasp task sends), or a mesh-only request."""
+    if request.points_m is None and request.mesh_path is None:
+        raise ValueError("plan_goal sends point-cloud and mesh requests only")
+    source = PlanGrasp.Goal.SOURCE_MESH if request.points_m is None else PlanGrasp.Goal.SOURCE_POINT_CLOUD
+    goal = PlanGrasp.Goal(object_source=source, num_grasps=int(request.num_grasps),
                           sampler=request.sampler, evaluator=request.evaluator,
                           refinement_iterations=int(request.refinement_iterations), seed=int(request.seed),
-                          timeout_s=float(request.timeout_s))
-    goal.point_cloud = numpy_to_point_cloud2(request.points_m, request.frame_id)
+                          timeout_s=float(request.timeout_s), mesh_path=request.mesh_path or "",
+                          mesh_frame_id=request.frame_id)
+    if request.points_m is not None:
+        goal.point_cloud = numpy_to_point_cloud2(request.points_m, request.frame_id)
     return goal
 
 
 def plan_request(goal: PlanGrasp.Goal) -> PlanRequest:
-    """PlanGrasp goal -> core request (any of the three object sources)."""
+    """PlanGrasp goal -> core request (any of the four object sources)."""
     request = PlanRequest(num_grasps=goal.num_grasps, sampler=goal.sampler, evaluator=goal.evaluator,
                           refinement_iterations=goal.refinement_iterations, seed=goal.seed, timeout_s=goal.timeout_s)
+    if goal.mesh_path and goal.object_source not in (PlanGrasp.Goal.SOURCE_POINT_CLOUD, PlanGrasp.Goal.SOURCE_MESH):
+        raise ValueError("mesh_path goes with SOURCE_POINT_CLOUD or SOURCE_MESH only")
     if goal.object_source == PlanGrasp.Goal.SOURCE_POINT_CLOUD:
         request.points_m = point_cloud2_to_numpy(goal.point_cloud)
         request.frame_id = goal.point_cloud.header.frame_id
+        if goal.mesh_path:
+            if goal.mesh_frame_id != request.frame_id:
+                raise ValueError(f"the mesh is in frame {goal.mesh_frame_id!r}, the point cloud in "
+                                 f"{request.frame_id!r}: they must share one")
+            request.mesh_path = goal.mesh_path
+    elif goal.object_source == PlanGrasp.Goal.SOURCE_MESH:
+        if not goal.mesh_path:
+            raise ValueError("SOURCE_MESH needs mesh_path")
+        request.mesh_path, request.frame_id = goal.mesh_path, goal.mesh_frame_id
     elif goal.object_source == PlanGrasp.Goal.SOURCE_BPS:
         request.bps = goal.bps.tolist() if hasattr(goal.bps, "tolist") else list(goal.bps)
         request.frame_id = goal.bps_frame_id
@@ -109,7 +123,7 @@ def plan_request(goal: PlanGrasp.Goal) -> PlanRequest:
         request.nerf_config_path = goal.nerf_config_path
         request.frame_id = "world"
     else:
-        raise ValueError(f"unknown object_source {goal.object_source} (0 = point cloud, 1 = BPS, 2 = NeRF)")
+        raise ValueError(f"unknown object_source {goal.object_source} (0 = point cloud, 1 = BPS, 2 = NeRF, 3 = mesh)")
     if not request.frame_id:
         raise ValueError("the object data has no frame_id")
     return request

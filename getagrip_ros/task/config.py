@@ -39,6 +39,9 @@ class GraspTaskConfig:
     """geometry (hand-object distances, the best in MODEL_CARD.md) | bps | nerf | none."""
     num_grasps: int = 40
     """Ranked grasps handed to motion planning (the first with a feasible motion is executed)."""
+    plan_with_mesh: bool = False
+    """Send perception's object mesh with its cloud to grasp planning: the graspd sampler then builds its SDF from
+    the mesh; the other samplers and the evaluators use the cloud either way."""
     planner: str = "ompl"
     """Arm motion planner: ompl (CPU) | curobo (GPU)."""
     seed: int = 0

@@ -201,8 +201,10 @@ class GraspTask:
             seen = run_stage("perception", lambda b: self._perceive(capture.dataset_dir, work, cfg, b))
             recorder.object(seen.points_world_m, seen.bps, seen.bps_origin_m)
             feedback("perception", done[0], f"{len(seen.points_world_m)} object points")
+            mesh_for_planning = seen.mesh_path if cfg.plan_with_mesh and seen.mesh_path else None
             plan = run_stage("grasp_planning", lambda b: self.calls.plan_grasp(PlanRequest(
-                frame_id=WORLD_FRAME, points_m=seen.points_world_m, num_grasps=cfg.num_grasps, sampler=cfg.sampler,
+                frame_id=WORLD_FRAME, points_m=seen.points_world_m, mesh_path=mesh_for_planning,
+                num_grasps=cfg.num_grasps, sampler=cfg.sampler,
                 evaluator=cfg.evaluator, seed=cfg.seed, timeout_s=max(b.remaining_s(), 1.0)), b))
             if len(plan.grasps) == 0:
                 raise StageError(StatusCode.NO_RESULT, "grasp planning returned no grasps")

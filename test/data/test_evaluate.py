@@ -59,3 +59,34 @@ def test_paired_gains_compare_each_evaluator_with_its_samplers_unranked_plans_on
     assert gains["fixed + bps"]["standard_error"] == pytest.approx(np.std([0.4, 0.1], ddof=1) / np.sqrt(2))
     assert gains["diffusion + geometry"]["gain"] == pytest.approx(-0.2)
     assert np.isnan(gains["diffusion + geometry"]["standard_error"])  # one object: no spread to measure
+
+
+def test_a_method_with_the_mesh_plans_graspd_on_the_observations_mesh(box, tmp_path):
+    import torch
+
+    from getagrip_ros.data.evaluate import Observation
+
+    from ..planning.test_graspd_sampler import FAST
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        planner = GraspPlanner(GraspPlannerConfig(graspd=FAST))
+        config = EvaluationConfig(grasps_per_object=2, label=dataclasses.replace(LabelConfig(), num_perturbations=1))
+
+        def observed_with_mesh(world):
+            path = tmp_path / "box.obj"
+            mesh = box.mesh.copy()
+            mesh.apply_translation((*world.placement.xy_m, 0.0))
+            mesh.export(path)
+            return Observation(observed_box(world), str(path))
+
+        methods = [Method("graspd", "none"), Method("graspd", "none", with_mesh=True)]
+        cloud, mesh = evaluate_methods([box], planner, methods, observed_with_mesh, config)
+        assert [r.method for r in (cloud, mesh)] == ["graspd + none", "graspd@mesh + none"]
+        assert cloud.plan_status == mesh.plan_status == "SUCCEEDED", (cloud.plan_reason, mesh.plan_reason)
+        assert "SDF from the object's mesh" in mesh.plan_reason and "mesh" not in cloud.plan_reason
+        with pytest.raises(ValueError, match="has none"):  # a mesh method on an observation without one
+            evaluate_methods([box], planner, methods[1:], observed_box, config)
+    finally:
+        torch.set_num_threads(threads)

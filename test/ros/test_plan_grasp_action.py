@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
+import trimesh
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from visualization_msgs.msg import MarkerArray
@@ -27,10 +28,17 @@ from getagrip_ros.objects.primitives import box_surface_points
 
 
 @pytest.fixture(scope="module")
-def server(ros_env, tiny_models):
+def data_root(tmp_path_factory):
+    """The node's one data root: goal paths (meshes) must lie under it."""
+    return tmp_path_factory.mktemp("plan_grasp_data")
+
+
+@pytest.fixture(scope="module")
+def server(ros_env, tiny_models, data_root):
     models = [f"models.{k}:={v}" for k, v in dataclasses.asdict(tiny_models).items() if v]
     args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml")), "-p", "num_samples:=400",
-            "-p", "diffusion.num_steps:=5", *[a for m in models for a in ("-p", m)]]
+            "-p", "diffusion.num_steps:=5", "-p", f"data_roots:=['{data_root}']",
+            *[a for m in models for a in ("-p", m)]]
     with NodeProcess("getagrip_ros.ros.plan_grasp_node", args, env=ros_env) as proc:
         yield proc
     assert proc.process.returncode == 0, proc.output()  # clean shutdown on SIGINT
@@ -110,6 +118,13 @@ def test_plan_succeeds_with_feedback_markers_and_valid_grasps(rclpy_node, client
         (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps=[1e30] * 4096, bps_frame_id="world",
                                 bps_centroid_height_m=0.05, sampler="fixed"), Status.INVALID_GOAL, "<= 2.0 m"),
         (lambda: cloud_goal(refinement_iterations=2**31 - 1), Status.INVALID_GOAL, "max_refinement_iterations"),
+        # meshes: only under the node's data_roots, in the cloud's frame, with a cloud or alone
+        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_MESH, mesh_path="/etc/passwd"),
+         Status.INVALID_GOAL, "mesh_path '/etc/passwd' is outside the configured roots"),
+        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_MESH), Status.INVALID_GOAL, "needs mesh_path"),
+        (lambda: cloud_goal(mesh_path="/tmp/x.obj", mesh_frame_id="object"), Status.INVALID_GOAL, "must share one"),
+        (lambda: PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_BPS, bps=[0.1] * 4096, bps_frame_id="world",
+                                bps_centroid_height_m=0.05, mesh_path="/tmp/x.obj"), Status.INVALID_GOAL, "goes with"),
     ],
 )
 def test_bad_goals_abort_with_a_reason_and_the_node_keeps_serving(rclpy_node, client, server, goal, code, reason):
@@ -118,6 +133,25 @@ def test_bad_goals_abort_with_a_reason_and_the_node_keeps_serving(rclpy_node, cl
     assert result.status.code == code and reason in result.status.reason, result.status.reason
     assert len(result.grasps) == 0
     assert server.process.poll() is None
+
+
+def test_a_mesh_goal_plans_on_its_surface_and_a_broken_mesh_aborts(rclpy_node, client, server, data_root):
+    mesh = trimesh.creation.box((0.06, 0.06, 0.12))
+    mesh.apply_translation((0.65, 0.0, 0.06))
+    mesh.export(data_root / "box.obj")
+    goal = PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_MESH, mesh_path=str(data_root / "box.obj"),
+                          sampler="heuristic", evaluator="none", num_grasps=6, seed=2)
+    status, result = call_action(rclpy_node, client, goal, timeout_s=120)
+    assert status == GoalStatus.STATUS_SUCCEEDED, (result.status.reason, server.output())
+    grasps, _ = grasp_msgs_to_core(list(result.grasps))
+    assert len(grasps) == 6 and grasps.frame_id == "world"
+    d = (grasps.palm_position_m - grasps.palm_position_m.new_tensor([0.65, 0.0, 0.06])).norm(dim=1)
+    assert bool(((d > 0.05) & (d < 0.2)).all())  # around the mesh's box
+    (data_root / "broken.obj").write_text("v 0 0 0\nf 1 2 3\n")
+    goal.mesh_path = str(data_root / "broken.obj")
+    status, result = call_action(rclpy_node, client, goal, timeout_s=60)
+    assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.INVALID_GOAL, result.status.reason
+    assert "mesh" in result.status.reason and server.process.poll() is None
 
 
 def _broken_cloud_goal() -> PlanGrasp.Goal:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import trimesh
 
 from getagrip_ros.planning.planner import GraspPlannerConfig
 from getagrip_ros.status import StatusCode
@@ -146,3 +147,23 @@ def test_consecutive_trials_start_from_a_reset_world(stages, config, tmp_path):
     assert read_bag(tmp_path / "cube_again").metadata["object"] == "tabletop20/cube", back.reason
     with pytest.raises(ValueError, match="exists already"):
         GraspTask(stages, config).run(CUBE_AT, "apple")
+
+
+def test_plan_with_mesh_hands_perceptions_mesh_to_grasp_planning(stages, config, tmp_path, monkeypatch):
+    from getagrip_ros.status import StageError
+
+    requests = []
+
+    def spy(request, budget):  # record what the task asks, then end the trial there
+        requests.append(request)
+        raise StageError(StatusCode.NO_RESULT, "spy: planning skipped")
+
+    monkeypatch.setattr(stages, "plan_grasp", spy)
+    for name, setting in (("with_mesh", True), ("cloud_only", False)):
+        result = GraspTask(stages, replace(config, plan_with_mesh=setting)).run(CUBE_AT, name)
+        assert result.stage == "grasp_planning" and "spy" in result.reason, result.reason
+    with_mesh, cloud_only = requests
+    assert with_mesh.mesh_path and with_mesh.mesh_path.endswith(".obj") and len(with_mesh.points_m) > 100
+    assert str(tmp_path / "work" / "with_mesh") in with_mesh.mesh_path
+    assert len(trimesh.load(with_mesh.mesh_path, force="mesh").faces) > 100  # the fused mesh, written before planning
+    assert cloud_only.mesh_path is None and len(cloud_only.points_m) > 100
