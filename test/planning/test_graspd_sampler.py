@@ -30,12 +30,7 @@ FAST = GraspdSamplerConfig(num_grasps=4, synthesis=SynthesisConfig(num_steps=40,
 CHUNKS = FAST.synthesis.num_steps // FAST.synthesis.chunk_steps
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -112,12 +107,14 @@ def test_cancel_during_synthesis_ends_canceled_at_the_next_chunk(planner):
 def test_a_deadline_midway_returns_the_grasps_so_far_as_partial():
     long = dataclasses.replace(FAST, synthesis=SynthesisConfig(num_steps=100_000, chunk_steps=5),
                                deadline_reserve_fraction=0.5)
-    planner = GraspPlanner(GraspPlannerConfig(graspd=long))  # the hand model is shared with the other planners
+    planner = GraspPlanner(GraspPlannerConfig(graspd=long))
+    planner._sampler("graspd")  # the hand model (shared with the other planners) is built before the clock starts
     started = time.monotonic()
-    result = planner.plan(graspd_request(timeout_s=8.0))  # synthesis stops at 4 s; 100k steps would take ~30 min
+    # synthesis stops at 6 s, leaving 6 s for the rest on a loaded machine; 100k steps would take ~30 min
+    result = planner.plan(graspd_request(timeout_s=12.0))
     assert result.status == StatusCode.SUCCEEDED, result.reason
     assert "partial: the deadline stopped synthesis at step" in result.reason and "of 100000" in result.reason
-    assert time.monotonic() - started < 12.0 and 1 <= len(result.planned.grasps) <= 4
+    assert time.monotonic() - started < 16.0 and 1 <= len(result.planned.grasps) <= 4
     assert np.isfinite(result.planned.grasps.to_numpy_vector()).all()
     assert synthesis_deadline_s(10.0, 8.0, long) == 14.0 and synthesis_deadline_s(10.0, math.inf, long) is None
 

@@ -6,7 +6,6 @@ The graspd syntheses use the fast config of test_graspd_sampler (4 grasps, 40 st
 
 import numpy as np
 import pytest
-import torch
 import trimesh
 
 from getagrip_ros.cli import plan_grasps
@@ -20,12 +19,7 @@ from .test_graspd_sampler import FAST
 BOX_SIZE_M, BOX_CENTRE_M = (0.06, 0.06, 0.12), (0.65, 0.0, 0.06)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
