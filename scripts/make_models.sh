@@ -70,3 +70,14 @@ evidence "$TEST2" "$OUT/evidence_procedural_pybullet_test.json"
 "$PY/python" benchmarks/bench_dataset_size.py --dataset "$OUT/data.h5" --out-dir "$OUT/ablation" --epochs 3 \
   --hidden-width 512 --fixed-grasps "$WEIGHTS/fixed_grasps.npz" --png docs/data/dataset_size.png \
   --objects tabletop20/apple,tabletop20/yellow_cup,tabletop20/green_tea,tabletop20/red_mug,tabletop20/spray_bottle,tabletop20/red_box,tabletop20/dragon,tabletop20/minion,tabletop20/bunny,tabletop20/dino
+# session 13 (issue 22; measured, not shipped: README "Contact-rich grasp synthesis"): a geometry evaluator on
+# Grasp'D-synthesised grasps, judged on the graspd sampler's own candidates for 10 validation objects. The measured
+# run was stopped after 46 objects, 45 of them generated and 1 refused (GRASPD_LIMIT=46 repeats it; a rerun continues).
+RUN_GRASPD="${RUN_GRASPD:-$RUN-graspd}"
+"$PY/getagrip-generate" --objects procedural:train,pybullet-random:train --grasps-per-object 32 --generator graspd \
+  --shuffle --workers "$WORKERS" --out "$RUN_GRASPD" ${GRASPD_LIMIT:+--limit "$GRASPD_LIMIT"}
+"$PY/getagrip-generate" --out "$RUN_GRASPD" --merge "$OUT/data_graspd.h5" --generated-only
+"$PY/getagrip-train" geometry-evaluator --dataset "$OUT/data_graspd.h5" --output-dir "$OUT/geometry_evaluator_graspd"
+"$PY/python" benchmarks/bench_evaluator_ranking.py --objects "$(echo "$VAL" | cut -d, -f1-10)" \
+  --pool-dir "$OUT/ranking_pool_graspd" --candidates graspd --executions 5 --ensemble \
+  --evaluators "$WEIGHTS/geometry_evaluator.pt,$OUT/geometry_evaluator_graspd/best.pt" --out "$OUT/evaluator_ranking_graspd.json"
