@@ -232,12 +232,12 @@ class GraspdSampler:
         sdf, source_note = None, ""
         if obj.mesh is not None and self.config.sdf_from_mesh:
             try:
-                sdf, normals_method = ObjectSDF.from_mesh(obj.mesh, self.config.sdf, obj.frame_id, "object"), "mesh"
+                sdf, sdf_source = ObjectSDF.from_mesh(obj.mesh, self.config.sdf, obj.frame_id, "object"), "mesh"
             except ValueError as err:  # e.g. a fused mesh the repair cannot close
                 source_note = f"; SDF from the cloud: the mesh's failed ({err})"
         if sdf is None:
             try:
-                sdf, normals_method = object_sdf(obj.points_m, obj.frame_id, self.config)
+                sdf, sdf_source = object_sdf(obj.points_m, obj.frame_id, self.config)  # source: the normals' method
             except ValueError as err:
                 raise StageError(StatusCode.INVALID_GOAL, f"cannot build the object's SDF: {err}") from err
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
@@ -268,9 +268,9 @@ class GraspdSampler:
             note += f"; {stopped} grasp{'s' * (stopped > 1)} stopped by a non-finite loss"
         if num_failed > stopped:
             note += f"; {num_failed - stopped} grasp{'s' * (num_failed - stopped > 1)} with non-finite values removed"
-        if normals_method == "mesh":
+        if sdf_source == "mesh":
             note += "; SDF from the object's mesh"
-        elif normals_method != "tangent_plane":
+        elif sdf_source != "tangent_plane":
             note += "; cloud normals oriented away from the centroid (the tangent-plane orientation failed)"
         return GraspdSamples(grasps[index], score[index], result.partial, num_failed, note, result.steps_done,
                              result.num_steps, time.monotonic() - started)
