@@ -22,6 +22,10 @@ per object and summarised (medians over objects).
 
     python benchmarks/bench_graspd.py --objects tabletop-20 --methods energy,graspd --out docs/graspd/quality.json
     python benchmarks/bench_graspd.py --limit 8 --methods graspd,graspd_no_relaxation,graspd_no_coarse_to_fine,graspd_no_leak
+    python benchmarks/bench_graspd.py --speed --threads 2   # ms per step, with the machine's matmul rate
+
+`--per-grasp` also writes each grasp's labels, physics score and ranking features (the opposition of the thumb,
+the smallest gaps of the forbidden and the other links to the object and the table at the pre-grasp and closed).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import torch
 
 from getagrip_ros.cli.generate import resolve_objects
 from getagrip_ros.data.generate import GenerationConfig, object_seed, pregrasps_on_mesh
-from getagrip_ros.data.labels import label_grasps
+from getagrip_ros.data.labels import FORBIDDEN_LINKS, label_grasps
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.errors import ObjectRejected
 from getagrip_ros.objects.mesh_object import prepare_object
@@ -48,6 +52,7 @@ from getagrip_ros.synthesis.contact import ContactConfig
 from getagrip_ros.synthesis.hand_model import AllegroModelConfig, allegro_hand_model
 from getagrip_ros.synthesis.losses import HandState, axis_wrenches, grasp_metrics
 from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
+from getagrip_ros.synthesis.optimizer import SynthesisOptions, synthesize_grasps
 
 
 def method_config(name: str, base: GenerationConfig) -> GenerationConfig:
@@ -73,6 +78,9 @@ def method_config(name: str, base: GenerationConfig) -> GenerationConfig:
     return dataclasses.replace(base, generator="graspd", graspd=dataclasses.replace(base.graspd, synthesis=synthesis))
 
 
+PAPER_METRICS = ("contact_area_cm2", "penetration_volume_cm3", "penetration_depth_mm")
+
+
 def touching_metrics(grasps, sdf: ObjectSDF, hand_model, allegro: AllegroHand) -> dict[str, np.ndarray]:
     """Contact area (cm^2), penetration volume (cm^3) and depth (mm) with each fingertip moved along its closing
     direction by its distance to the surface."""
@@ -86,10 +94,23 @@ def touching_metrics(grasps, sdf: ObjectSDF, hand_model, allegro: AllegroHand) -
     state = HandState(T, q, torch.zeros(len(grasps), C, dtype=torch.float64), torch.zeros(len(grasps), 6, C, 3, dtype=torch.float64))
     m = grasp_metrics(hand_model, sdf, state, axis_wrenches("axes6"), 0.05, ContactConfig(), None, 0.002)
     return {"contact_area_cm2": m.contact_area_cm2.numpy(), "penetration_volume_cm3": m.penetration_volume_cm3.numpy(),
-            "penetration_depth_mm": m.penetration_depth_m.numpy() * 1e3}
+            "penetration_depth_mm": m.penetration_depth_m.numpy() * 1e3,
+            **{f"{k}_closed_mm": v for k, v in _gaps_mm(hand_model, sdf, T, q).items()},
+            **{f"{k}_pregrasp_mm": v for k, v in _gaps_mm(hand_model, sdf, T, grasps.joint_angles_rad).items()},
+            "opposition": (grasps.fingertip_directions[:, -1] * grasps.fingertip_directions[:, :-1].mean(1)).sum(-1).numpy()}
 
 
-def run_object(spec, methods: list[str], base: GenerationConfig, metric_sdf: SDFConfig, hand_model, allegro) -> dict:
+def _gaps_mm(hand_model, sdf: ObjectSDF, T: torch.Tensor, q: torch.Tensor) -> dict[str, np.ndarray]:
+    """Smallest distance (mm) of the hand's surface to the object, and above the table (z = 0), at joints q: of
+    the links the labels forbid to touch (palm, proximal) and of the others."""
+    points = hand_model.surface_points(hand_model.link_poses(T, q))
+    gap = torch.minimum(sdf.distance(points, 0.0), points[..., 2])
+    forbidden = torch.tensor([hand_model.link_names[i] in FORBIDDEN_LINKS for i in hand_model.sample_link.tolist()])
+    return {"forbidden_gap": gap[:, forbidden].amin(-1).numpy() * 1e3, "distal_gap": gap[:, ~forbidden].amin(-1).numpy() * 1e3}
+
+
+def run_object(spec, methods: list[str], base: GenerationConfig, metric_sdf: SDFConfig, hand_model, allegro,
+               per_grasp: bool = False) -> dict:
     name = spec if isinstance(spec, str) else spec.name
     prepared = prepare_object(object_by_name(spec) if isinstance(spec, str) else spec, base.prepare)
     seed = object_seed(prepared.name, base.seed)
@@ -116,8 +137,13 @@ def run_object(spec, methods: list[str], base: GenerationConfig, metric_sdf: SDF
                    "y_coll": float(np.mean([label.y_coll for label in labels])),
                    "displacement_cm_median": float(np.median(displacement_cm)),
                    "displacement_cm_top5_median": float(np.median(displacement_cm[top])),
-                   **{f"{k}_median": float(np.median(v)) for k, v in geo.items()},
+                   **{f"{k}_median": float(np.median(geo[k])) for k in PAPER_METRICS},
                    "area_per_volume_median": float(np.median(geo["contact_area_cm2"] / np.maximum(geo["penetration_volume_cm3"], 1e-3)))}
+            if per_grasp:
+                row["per_grasp"] = {"y_pgs": y.tolist(), "y_coll": [label.y_coll for label in labels],
+                                    "y_pick": [label.y_pick for label in labels],
+                                    "score": None if score is None else score.tolist(),
+                                    **{k: v.tolist() for k, v in geo.items()}}
             out["methods"][method] = row
             print(f"{name:26s} {method:26s} {len(y):3d} grasps {made_s:6.1f} s  y_PGS {row['mean_y_pgs']:.3f} "
                   f">=0.9 {row['good_share']:.2f}  top5 {row['top5_success']:.2f} (best5 {row['oracle5_success']:.2f})  "
@@ -138,6 +164,38 @@ def summarize(rows: list[dict]) -> dict[str, dict[str, float]]:
     return summary
 
 
+def speed(steps: int, rounds: int) -> None:
+    """ms per optimisation step for 32 grasps on `apple` (96^3 SDF, distal contact), round-robin with a plain fp32
+    matmul whose rate is the machine's reference in the same run."""
+    mesh = prepare_object(object_by_name("tabletop20/apple")).mesh
+    hand = allegro_hand_model(AllegroModelConfig(contact_links="distal"))
+    sdf = ObjectSDF.from_mesh(mesh, SDFConfig())
+    config = GenerationConfig().graspd.synthesis
+    a = torch.randn(2048, 2048)
+
+    def synthesize(n: int) -> float:
+        started = time.perf_counter()
+        synthesize_grasps(hand, sdf, dataclasses.replace(config, num_steps=n), SynthesisOptions(num_grasps=32))
+        return time.perf_counter() - started
+
+    def matmul() -> float:
+        started = time.perf_counter()
+        for _ in range(8):
+            a @ a
+        return 8 * 2 * 2048**3 / (time.perf_counter() - started) / 1e9
+
+    synthesize(5)
+    per_step, rates = [], []
+    for _ in range(rounds):
+        rates.append(matmul())
+        # the per-step time: the difference of two budgets cancels the fixed cost (starts, metrics, pre-grasps)
+        per_step.append((synthesize(steps + 20) - synthesize(20)) / steps)
+        rates.append(matmul())
+    ms, rate = 1e3 * float(np.median(per_step)), float(np.median(rates))
+    print(f"{torch.get_num_threads()} threads: {ms:.1f} ms per step (32 grasps; rounds {[round(1e3 * t, 1) for t in per_step]}), "
+          f"fp32 matmul {rate:.0f} GFLOP/s; 500 steps ~ {ms * 0.5:.0f} s + the fixed cost")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", default="tabletop-20")
@@ -148,8 +206,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--per-grasp", action="store_true", help="also write each grasp's labels, score and metrics")
+    parser.add_argument("--speed", action="store_true", help="only time the optimisation steps (see speed())")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.speed:
+        speed(100, 3)
+        return
     base = GenerationConfig(grasps_per_object=args.grasps, seed=args.seed)
     methods = args.methods.split(",")
     for m in methods:
@@ -159,7 +222,8 @@ def main() -> None:
     rows, skipped = [], {}
     for spec in resolve_objects(args.objects)[: args.limit]:
         try:
-            rows.append(run_object(spec, methods, base, SDFConfig(resolution=args.metric_resolution), hand_model, allegro))
+            rows.append(run_object(spec, methods, base, SDFConfig(resolution=args.metric_resolution), hand_model, allegro,
+                                   args.per_grasp))
         except ObjectRejected as exc:
             skipped[str(spec if isinstance(spec, str) else spec.name)] = str(exc)
             print(f"skipped: {exc}", flush=True)

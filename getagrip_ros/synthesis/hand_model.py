@@ -317,14 +317,20 @@ class HandModel:
 
     def surface(self, T_object_link: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, L, 4, 4) link poses -> samples (B, N, 3) and their outward unit normals (B, N, 3), object frame."""
-        both = torch.cat([self.points_in_link_m, self.normals_in_link], 0).to(T_object_link.dtype)
-        n = self.num_samples
-        points, normals = [], []
+        return self.surface_points(T_object_link), self._per_link(T_object_link, self.normals_in_link, translate=False)
+
+    def surface_points(self, T_object_link: torch.Tensor) -> torch.Tensor:
+        """(B, L, 4, 4) link poses -> samples (B, N, 3) in the object frame (:meth:`surface` without the normals)."""
+        return self._per_link(T_object_link, self.points_in_link_m, translate=True)
+
+    def _per_link(self, T_object_link: torch.Tensor, local: torch.Tensor, translate: bool) -> torch.Tensor:
+        """Per-sample (N, 3) link-frame vectors rotated (and translated) by their links' poses: (B, N, 3)."""
+        local = local.to(T_object_link.dtype)
+        out = []
         for link, start, end in self._sample_runs:  # one matmul per link (a gather of poses is slow to differentiate)
-            R, t = T_object_link[:, link, :3, :3], T_object_link[:, link, None, :3, 3]
-            points.append(both[start:end] @ R.transpose(-1, -2) + t)
-            normals.append(both[n + start:n + end] @ R.transpose(-1, -2))
-        return torch.cat(points, 1), torch.cat(normals, 1)
+            v = local[start:end] @ T_object_link[:, link, :3, :3].transpose(-1, -2)
+            out.append(v + T_object_link[:, link, None, :3, 3] if translate else v)
+        return torch.cat(out, 1)
 
     def sphere_centres(self, T_object_link: torch.Tensor) -> torch.Tensor:
         """(B, L, 4, 4) -> (B, S, 3) collision-sphere centres in the object frame."""

@@ -158,8 +158,8 @@ class LossTerms:
     table: torch.Tensor
     distance_m: torch.Tensor
     """(B, N) signed distance of every sample to the offset surface."""
-    normals: torch.Tensor
-    """(B, N, 3) object normals at the samples."""
+    contact_normals: torch.Tensor
+    """(B, C, 3) object normals at the contact samples (the first C samples)."""
     points_m: torch.Tensor
     """(B, N, 3) samples in the object frame."""
     T_object_link: torch.Tensor
@@ -182,11 +182,14 @@ def evaluate_losses(hand: HandModel, sdf: ObjectSDF, state: HandState, wrenches:
     (False: the task shapes only the desired forces, and the physics loss moves the hand toward them).
     """
     T_object_link = hand.link_poses(state.T_object_root, state.q_rad)
-    points, _ = hand.surface(T_object_link)
-    distance, normals = sdf.query(points, offset_m)
-    C = hand.num_contact_samples  # contact samples come first
-    produced = normal_force(torch.cat([distance[:, :C], distance[:, C:] - free_clearance_m], 1), contact)
-    p_c, n_c = points[:, :C], normals[:, :C]
+    points = hand.surface_points(T_object_link)
+    C = hand.num_contact_samples  # contact samples come first; only they need the object's normals
+    p_c = points[:, :C]
+    distance_c, n_c = sdf.query(p_c, offset_m)
+    n_c = n_c.transpose(-1, -2).contiguous().transpose(-1, -2)  # xyz outermost in memory, like the optimiser's forces
+    distance_free = sdf.distance(points[:, C:], offset_m)
+    distance = torch.cat([distance_c, distance_free], 1)
+    produced = normal_force(torch.cat([distance_c, distance_free - free_clearance_m], 1), contact)
     tangential = tangential_part(state.tangential_force_n, n_c[:, None])
     if task_moves_hand:
         p_task, n_task, t_task = p_c, n_c, tangential
@@ -203,7 +206,7 @@ def evaluate_losses(hand: HandModel, sdf: ObjectSDF, state: HandState, wrenches:
         joint_limits=joint_limit_loss(state.q_rad, lower, upper),
         self_intersection=self_intersection_loss(hand.sphere_centres(T_object_link), hand.sphere_radii_m, hand.self_collision_pairs),
         table=table_penetration_loss(points, T_table_object, table_clearance_m),
-        distance_m=distance, normals=normals, points_m=points, T_object_link=T_object_link,
+        distance_m=distance, contact_normals=n_c, points_m=points, T_object_link=T_object_link,
     )
 
 

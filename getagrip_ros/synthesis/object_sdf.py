@@ -142,6 +142,20 @@ class ObjectSDF:
             self._cache[key] = self._grid.to(dtype=like.dtype, device=like.device)
         return self._cache[key]
 
+    def _sample(self, points_m: torch.Tensor, channels: slice) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Trilinear samples (K, M) of grid channels at (M, 3) points clamped into the grid box, and the offsets
+        (M, 3) of the points from their clamped positions."""
+        # a hair inside the grid box: on its faces the grid's own gradient is cut off by the clamp
+        inset = 1e-6 * self.spacing_m
+        lo, hi = self.origin_m.to(points_m) + inset, self.upper_m.to(points_m) - inset
+        clamped = torch.minimum(torch.maximum(points_m, lo), hi)
+        grid_lo, grid_hi = self.origin_m.to(points_m), self.upper_m.to(points_m)
+        normalised = (clamped - grid_lo) / (grid_hi - grid_lo) * 2.0 - 1.0  # grid_sample: (x, y, z) -> (W, H, D)
+        grid = self._grid_as(points_m)[:, channels]
+        sampled = F.grid_sample(grid, normalised.reshape(1, -1, 1, 1, 3), mode="bilinear", padding_mode="border",
+                                align_corners=True).reshape(grid.shape[1], -1)
+        return sampled, points_m - clamped
+
     def query(self, points_m: torch.Tensor, offset_m: float | torch.Tensor = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
         """Signed distance (...,) to the level set at `offset_m` and unit outward normals (..., 3) at (..., 3) points.
 
@@ -151,15 +165,7 @@ class ObjectSDF:
         """
         shape = points_m.shape[:-1]
         p = points_m.reshape(-1, 3)
-        # a hair inside the grid box: on its faces the grid's own gradient is cut off by the clamp
-        inset = 1e-6 * self.spacing_m
-        lo, hi = self.origin_m.to(p) + inset, self.upper_m.to(p) - inset
-        clamped = torch.minimum(torch.maximum(p, lo), hi)
-        grid_lo, grid_hi = self.origin_m.to(p), self.upper_m.to(p)
-        normalised = (clamped - grid_lo) / (grid_hi - grid_lo) * 2.0 - 1.0  # grid_sample: (x, y, z) -> (W, H, D)
-        sampled = F.grid_sample(self._grid_as(p), normalised.reshape(1, -1, 1, 1, 3), mode="bilinear",
-                                padding_mode="border", align_corners=True).reshape(4, -1)
-        outside = p - clamped
+        sampled, outside = self._sample(p, slice(None))
         out_dist = (outside.square().sum(-1) + 1e-18).sqrt()
         is_out = out_dist > 1e-9
         inside_axes = (outside == 0).to(p.dtype)
@@ -169,7 +175,12 @@ class ObjectSDF:
         return distance.reshape(shape), normal.reshape(*shape, 3)
 
     def distance(self, points_m: torch.Tensor, offset_m: float | torch.Tensor = 0.0) -> torch.Tensor:
-        return self.query(points_m, offset_m)[0]
+        """The signed distance of :meth:`query` alone (the same values and gradient, a third of the work)."""
+        shape = points_m.shape[:-1]
+        sampled, outside = self._sample(points_m.reshape(-1, 3), slice(0, 1))
+        out_dist = (outside.square().sum(-1) + 1e-18).sqrt()
+        distance = sampled[0] + torch.where(out_dist > 1e-9, out_dist, torch.zeros_like(out_dist)) - offset_m
+        return distance.reshape(shape)
 
 
 def _grid_points(bounds: np.ndarray, config: SDFConfig) -> tuple[np.ndarray, tuple[int, int, int], np.ndarray, float]:

@@ -247,7 +247,7 @@ def sample_starts(hand: HandModel, sdf: ObjectSDF, num_grasps: int, approach_dis
     T, n = _starts(hand, sdf, num_grasps * candidates_per_grasp, approach_distance_m, generator)
 
     def depths(T: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        points, _ = hand.surface(hand.link_poses(T, q))
+        points = hand.surface_points(hand.link_poses(T, q))
         into_object = (-sdf.distance(points, offset_m)).clamp_min(0).amax(-1)
         if T_object_table is None:
             return into_object, torch.zeros_like(into_object)
@@ -338,9 +338,11 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
     rot6d = rot6d_from_matrix(T0[:, :3, :3]).to(dtype).clone().requires_grad_(True)
     q = q0.to(dtype).clone().requires_grad_(True)
     normal_force_n = torch.zeros(B, num_contact, dtype=dtype, requires_grad=True)
-    tangential_force_n = torch.zeros(B, len(wrenches), num_contact, 3, dtype=dtype, requires_grad=True)
+    # stored (B, K, 3, C) and used as its (B, K, C, 3) view: with the xyz axis outermost the elementwise work on
+    # it and the sums over xyz run along contiguous memory (~10x faster on the CPU than xyz innermost)
+    tangential_store = torch.zeros(B, len(wrenches), 3, num_contact, dtype=dtype, requires_grad=True)
     groups = [(translation, config.lr_translation_m), (rot6d, config.lr_rotation), (q, config.lr_joints_rad),
-              (normal_force_n, config.lr_force_n), (tangential_force_n, config.lr_force_n)]
+              (normal_force_n, config.lr_force_n), (tangential_store, config.lr_force_n)]
     optimizer = torch.optim.Adamax([{"params": [p], "lr": lr} for p, lr in groups], betas=config.adamax_betas)
     base_lrs = [lr for _, lr in groups]
     multipliers = torch.zeros(B, 2, dtype=dtype)  # task, joint limits
@@ -354,7 +356,7 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
     upper_slack = (hand.upper_limits_rad + config.joint_limit_slack_rad).to(dtype)
 
     def state() -> HandState:
-        return HandState(pose_from_translation_rot6d(translation, rot6d), q, normal_force_n, tangential_force_n)
+        return HandState(pose_from_translation_rot6d(translation, rot6d), q, normal_force_n, tangential_store.transpose(-1, -2))
 
     step, partial, cancelled = 0, False, False
     while step < config.num_steps:
@@ -398,7 +400,7 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
             if options.on_chunk is not None:
                 with torch.no_grad():
                     options.on_chunk(step, HandState(*(t.detach().clone() for t in (
-                        pose_from_translation_rot6d(translation, rot6d), q, normal_force_n, tangential_force_n))), terms)
+                        pose_from_translation_rot6d(translation, rot6d), q, normal_force_n, tangential_store.transpose(-1, -2)))), terms)
             if step < config.num_steps:
                 if options.should_stop is not None and options.should_stop():
                     partial = cancelled = True
@@ -411,7 +413,7 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
         T_final = pose_from_translation_rot6d(translation, rot6d).to(torch.float64)
         q_final = q.detach().to(torch.float64)
         final_state = HandState(T_final, q_final, normal_force_n.detach().to(torch.float64),
-                                tangential_force_n.detach().to(torch.float64))
+                                tangential_store.detach().transpose(-1, -2).to(torch.float64))
         metrics = grasp_metrics(hand, sdf, final_state, wrenches.to(torch.float64), torque_length, config.contact,
                                 T_table_object, config.contact_threshold_m)
         lower, upper = hand.lower_limits_rad, hand.upper_limits_rad
@@ -464,7 +466,7 @@ def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_ta
     for k, backoff in enumerate(backoffs_m):
         q = move_fingertips(allegro, result.joint_angles_rad, directions_palm, -backoff).joint_angles_rad.double().cpu()
         with torch.no_grad():
-            points, _ = hand.surface(hand.link_poses(result.T_object_root, q))
+            points = hand.surface_points(hand.link_poses(result.T_object_root, q))
             gap = sdf.distance(points, 0.0)
             if T_table_object is not None:
                 T = T_table_object.to(points)

@@ -30,7 +30,7 @@ def draw_synthesis_trajectory(object_points_m: np.ndarray, hand: HandModel, snap
     centre = pts.mean(0)
     for c, (step, offset_m, state) in enumerate(snapshots):
         with torch.no_grad():
-            samples, _ = hand.surface(hand.link_poses(state.T_object_root.double(), state.q_rad.double()))
+            samples = hand.surface_points(hand.link_poses(state.T_object_root.double(), state.q_rad.double()))
         for r, g in enumerate(grasps):
             ax = fig.add_subplot(rows, cols, r * cols + c + 1, projection="3d")
             ax.scatter(*pts.T, s=0.6, c="0.6", depthshade=False)

@@ -104,6 +104,18 @@ def test_sdf_distance_gradient_is_the_normal(sphere_sdf):
     assert torch.allclose(grad / grad.norm(dim=-1, keepdim=True), n.detach(), atol=0.02)
 
 
+def test_sdf_distance_alone_is_the_query_distance_with_its_gradient(box_sdf):
+    # inside, near the surface, and beyond the grid, where the distance adds the clamped part
+    p = torch.tensor([[0.01, 0.0, 0.03], [0.031, 0.01, 0.02], [0.2, -0.1, 0.05], [0.0, 0.0, -0.3]], dtype=F64,
+                     requires_grad=True)
+    d_query, _ = box_sdf.query(p, 0.01)
+    (g_query,) = torch.autograd.grad(d_query.sum(), p)
+    d = box_sdf.distance(p, 0.01)
+    (g,) = torch.autograd.grad(d.sum(), p)
+    assert torch.equal(d, d_query) and torch.equal(g, g_query)
+    assert (g.norm(dim=-1) > 0.5).all()
+
+
 def test_point_cloud_sdf_matches_the_mesh_sdf(sphere_sdf):
     points, normals = sphere_sdf.surface_points_m.numpy(), sphere_sdf.surface_normals.numpy()
     cloud = ObjectSDF.from_point_cloud(points, normals, SDFConfig(resolution=40))
@@ -263,6 +275,7 @@ def test_allegro_samples_move_with_the_joints_and_the_wrist(hand):
     pw, nw = hand.surface(hand.link_poses(W, q0))
     assert torch.allclose(pw, p0 @ W[0, :3, :3].T + W[0, :3, 3], atol=1e-12)
     assert torch.allclose(nw, n0 @ W[0, :3, :3].T, atol=1e-12)
+    assert torch.equal(hand.surface_points(hand.link_poses(W, q0)), pw)
 
 
 # -- the hand-agnostic optimiser ---------------------------------------------------------------------------
