@@ -339,7 +339,7 @@ def test_short_synthesis_on_a_box_touches_without_penetrating(hand, box_sdf, box
         assert torch.isfinite(torch.as_tensor(value, dtype=F64)).all()
 
 
-def test_synthesis_output_is_a_valid_37d_grasp(box_sdf, box_grasps):
+def test_synthesis_output_is_a_valid_37d_grasp(hand, box_sdf, box_grasps):
     result, _ = box_grasps
     grasp = result.grasp
     assert isinstance(grasp, Grasp) and len(grasp) == 4 and grasp.frame_id == "object"
@@ -355,6 +355,10 @@ def test_synthesis_output_is_a_valid_37d_grasp(box_sdf, box_grasps):
         return box_sdf.distance(tips_palm @ grasp.palm_rotation.transpose(1, 2) + grasp.palm_position_m[:, None])
     backed, touching = tip_distance(grasp.joint_angles_rad), tip_distance(result.joint_angles_rad)
     assert ((backed - touching) > 0.005).float().mean() > 0.9
+    # the pre-grasp clearance is the whole hand's smallest gap there, to the object and the table (z = 0)
+    points = hand.surface_points(hand.link_poses(grasp.T_frame_palm, grasp.joint_angles_rad))
+    gap = torch.minimum(box_sdf.distance(points), points[..., 2]).amin(-1)
+    assert result.pregrasp_clearance_m.shape == (4,) and torch.allclose(result.pregrasp_clearance_m, gap, atol=1e-9)
 
 
 class _FlakySDF(ObjectSDF):
@@ -478,5 +482,9 @@ def test_physics_score_prefers_an_opposed_thumb_and_drops_failures():
     n[0, 3] = -n[0, 3]  # grasp 0: the thumb faces the fingers
     score = physics_score(metrics, torch.tensor([False, False, True]), n)
     assert score[0] < score[1] and score[2] == math.inf
+    # a pre-grasp closer than 3 mm to the object or the table costs 0.5 per mm
+    clearance = torch.tensor([0.001, 0.003, 0.01], dtype=F64)
+    with_clearance = physics_score(metrics, None, n, clearance)
+    assert torch.allclose(with_clearance - physics_score(metrics, None, n), torch.tensor([1.0, 0.0, 0.0], dtype=F64))
     metrics.task_loss[1] = math.nan
     assert physics_score(metrics, None, n)[1] == math.inf
