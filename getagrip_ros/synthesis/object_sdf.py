@@ -142,7 +142,7 @@ class ObjectSDF:
             self._cache[key] = self._grid.to(dtype=like.dtype, device=like.device)
         return self._cache[key]
 
-    def _sample(self, points_m: torch.Tensor, channels: slice) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _sample(self, points_m: torch.Tensor, channels: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """Trilinear samples (K, M) of grid channels at (M, 3) points clamped into the grid box, and the offsets
         (M, 3) of the points from their clamped positions."""
         # a hair inside the grid box: on its faces the grid's own gradient is cut off by the clamp
