@@ -16,7 +16,8 @@ floating-hand world) and then:
   PyBullet and lets gravity act), the median of each grasp's trials, in cm.
 
 Ablations (`--methods`) follow the paper's Table 3: graspd_no_relaxation, graspd_no_coarse_to_fine (offset 0
-from the start), graspd_no_leak (leak alpha = 0); graspd_steps<N> runs another step budget and graspd_sdf<N> another
+from the start), graspd_no_leak (leak alpha = 0); graspd_pregrasp_normal makes the pre-grasps by backing the fingertips off
+along their contact normals (the default opens the fingers' flexion joints); graspd_steps<N> runs another step budget and graspd_sdf<N> another
 SDF resolution (grid points along the longest side; the time includes the SDF's build). Everything is printed
 per object and summarised (medians over objects).
 
@@ -68,6 +69,8 @@ def method_config(name: str, base: GenerationConfig) -> GenerationConfig:
         synthesis = dataclasses.replace(synthesis, offset_start_m=0.0)
     elif name == "graspd_no_leak":
         synthesis = dataclasses.replace(synthesis, contact=ContactConfig(leak=0.0))
+    elif name == "graspd_pregrasp_normal":
+        synthesis = dataclasses.replace(synthesis, pregrasp="normal")
     elif name.startswith("graspd_steps"):
         synthesis = dataclasses.replace(synthesis, num_steps=int(name.removeprefix("graspd_steps")))
     elif name.startswith("graspd_sdf"):
@@ -81,13 +84,23 @@ def method_config(name: str, base: GenerationConfig) -> GenerationConfig:
 PAPER_METRICS = ("contact_area_cm2", "penetration_volume_cm3", "penetration_depth_mm")
 
 
+def distance_along(sdf: ObjectSDF, points: torch.Tensor, directions: torch.Tensor, max_m: float = 0.06,
+                   iterations: int = 24) -> torch.Tensor:
+    """(B, F) distance (m) from points (B, F, 3) along unit directions to the surface, by sphere tracing; rays that
+    meet no surface within `max_m` stop there."""
+    t = torch.zeros(points.shape[:-1], dtype=points.dtype)
+    for _ in range(iterations):
+        t = (t + sdf.distance(points + t[..., None] * directions, 0.0).clamp_min(0.0)).clamp_max(max_m)
+    return t
+
+
 def touching_metrics(grasps, sdf: ObjectSDF, hand_model, allegro: AllegroHand) -> dict[str, np.ndarray]:
     """Contact area (cm^2), penetration volume (cm^3) and depth (mm) with each fingertip moved along its closing
-    direction by its distance to the surface."""
+    direction onto the surface (its distance to it along that direction)."""
     grasps = grasps.to("cpu", torch.float64)
     R, T = grasps.palm_rotation, grasps.T_frame_palm
     tips = hand_model.fingertip_points(hand_model.link_poses(T, grasps.joint_angles_rad))
-    gap = sdf.distance(tips, 0.0).clamp_min(0.0)
+    gap = distance_along(sdf, tips, grasps.fingertip_directions)
     directions_palm = grasps.fingertip_directions @ R
     q = move_fingertips(allegro, grasps.joint_angles_rad, directions_palm, gap).joint_angles_rad.double()
     C = hand_model.num_contact_samples

@@ -16,8 +16,8 @@
   reported, the others go on; a cancel or a deadline returns the current grasps marked partial.
 
 The result holds the wrist poses, joints, fingertip contact normals and per-grasp metrics; for the Allegro
-hand also the project's 37-D :class:`Grasp` (pre-grasp joints with the fingertips backed off along their
-contact normals, closing directions inward along them).
+hand also the project's 37-D :class:`Grasp` (pre-grasp joints with each finger opened along its flexion joints until
+it clears the object, closing directions back through its contact point; see :func:`allegro_grasp`).
 """
 
 from __future__ import annotations
@@ -120,10 +120,20 @@ class SynthesisConfig:
     remember that gradient for many steps)."""
     contact_threshold_m: float = 0.002
     """Metrics: samples within this distance of the surface count as contact."""
+    pregrasp: Literal["flex", "normal"] = "flex"
+    """Allegro output: how each finger leaves its contact for the pre-grasp. "flex": its flexion joints open by the
+    first of ``pregrasp_flex_rad`` at which the finger clears, and it closes along the chord back through its contact
+    point, the way the finger itself moves (on 17 validation objects, mean y_PGS 8.2% -> 19.9% and the best 5 of 32
+    36.9% -> 54.4% against "normal"); a finger that clears at none backs off as with "normal". "normal": the
+    fingertip backs off along its contact normal by the first of ``pregrasp_backoff_m`` at which the finger clears,
+    and closes along the inward normal."""
+    pregrasp_flex_rad: tuple[float, ...] = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6)
+    """Opening angles tried, each applied to every flexion joint of the finger (index, middle, ring: MCP, PIP, DIP;
+    thumb: joints 13-15)."""
     pregrasp_backoff_m: tuple[float, ...] = (0.015, 0.02, 0.025, 0.03, 0.035)
-    """Allegro output: each fingertip is backed off along its contact normal by the first of these distances
-    (paper: ~1.5 cm; the closing moves 5 cm) at which its finger clears the object and the table by ``pregrasp_clearance_m``."""
+    """Back-offs along the contact normal tried (paper: the fingertips ~1.5 cm off; the closing moves 5 cm)."""
     pregrasp_clearance_m: float = 0.005
+    """A finger clears when all its surface samples are this far from the object and above the table."""
     dtype: torch.dtype = torch.float32
 
 
@@ -316,6 +326,8 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
     deadline = min(deadlines) if deadlines else None
     if config.num_steps < 1 or config.chunk_steps < 1:
         raise ValueError(f"num_steps and chunk_steps must be >= 1, got {config.num_steps}, {config.chunk_steps}")
+    if config.pregrasp not in ("flex", "normal"):
+        raise ValueError(f"unknown pregrasp {config.pregrasp!r} (flex or normal)")
     dtype = config.dtype
     generator = torch.Generator().manual_seed(options.seed)
     T_table = None if options.T_object_table is None else torch.as_tensor(np.asarray(options.T_object_table), dtype=torch.float64)
@@ -444,8 +456,7 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
         failed=failed, failure_reasons=reasons, partial=partial, cancelled=cancelled, steps_done=step,
         num_steps=config.num_steps, elapsed_s=time.monotonic() - started, frame_id=sdf.frame_id)
     if _is_allegro(hand):
-        result.grasp, result.pregrasp_clearance_m = allegro_grasp(
-            result, hand, sdf, T_table_object, config.pregrasp_backoff_m, config.pregrasp_clearance_m)
+        result.grasp, result.pregrasp_clearance_m = allegro_grasp(result, hand, sdf, T_table_object, config)
     return result
 
 
@@ -455,14 +466,24 @@ def _is_allegro(hand: HandModel) -> bool:
     return list(hand.joint_names) == list(HAND_JOINT_NAMES) and len(hand.fingertip_links) == 4
 
 
-def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_table_object: Optional[torch.Tensor] = None,
-                  backoffs_m: tuple[float, ...] = (0.015, 0.02, 0.025, 0.03, 0.035), clearance_m: float = 0.005):
-    """The project's 37-D Grasp of an Allegro synthesis result: the wrist pose, the pre-grasp joints and the
-    closing directions inward along the contact normals.
+#: Flexion joints of each Allegro finger (Get a Grip order): index, middle, ring MCP/PIP/DIP; thumb 13-15.
+ALLEGRO_FLEXION_JOINTS = ((1, 2, 3), (5, 6, 7), (9, 10, 11), (13, 14, 15))
 
-    Pre-grasp: each fingertip is backed off along its contact normal (fingertip IK, within limits) by the first
-    of `backoffs_m` at which every sample of its finger lies `clearance_m` off the object (the SDF) and above
-    the table; a finger that clears at none takes the last.
+
+def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_table_object: Optional[torch.Tensor] = None,
+                  config: SynthesisConfig = SynthesisConfig()):
+    """The project's 37-D Grasp of an Allegro synthesis result: the wrist pose, the pre-grasp joints and the
+    closing directions (object frame).
+
+    Each finger leaves its synthesised contact by the first move at which every sample of the finger lies
+    ``config.pregrasp_clearance_m`` off the object (the SDF) and above the table:
+    - ``config.pregrasp == "flex"``: its flexion joints (:data:`ALLEGRO_FLEXION_JOINTS`) open by each of
+      ``pregrasp_flex_rad`` in turn (within the limits); its closing direction is the unit chord from the pre-grasp
+      contact point back to the synthesised one, so the protocol's closing (the fingertip moved along it by IK)
+      retraces the finger's own motion past the contact and squeezes;
+    - otherwise, and for a finger that clears at no opening: the fingertip backs off along its contact normal by
+      each of ``pregrasp_backoff_m`` (fingertip IK); its closing direction is the inward normal. A finger that
+      clears at none takes the last back-off.
 
     Returns the grasps and the (B,) smallest gap (m) of the whole hand to the object and the table at them.
     """
@@ -471,13 +492,12 @@ def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_ta
 
     allegro = AllegroHand(dtype=torch.float64)
     R = result.T_object_root[:, :3, :3]
-    directions_object = -result.fingertip_normals
-    directions_palm = directions_object @ R  # R^T d, batched
+    inward_palm = -result.fingertip_normals @ R  # R^T (-n), batched
     finger_of_link = torch.tensor([_allegro_finger(name) for name in hand.link_names])
     finger_of_sample = finger_of_link[hand.sample_link]  # (N,) 0-3, -1 for the palm
-    B = len(result)
-    chosen = torch.zeros(B, NUM_FINGERS, hand.num_joints // NUM_FINGERS, dtype=torch.float64)
-    settled = torch.zeros(B, NUM_FINGERS, dtype=torch.bool)
+    B, per_finger = len(result), hand.num_joints // NUM_FINGERS
+    q_contact = result.joint_angles_rad.to(torch.float64)
+
     def gaps(q: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             points = hand.surface_points(hand.link_poses(result.T_object_root, q))
@@ -487,15 +507,37 @@ def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_ta
                 gap = torch.minimum(gap, points @ T[2, :3] + T[2, 3])
         return gap
 
-    for k, backoff in enumerate(backoffs_m):
-        q = move_fingertips(allegro, result.joint_angles_rad, directions_palm, -backoff).joint_angles_rad.double().cpu()
-        gap = gaps(q)
-        for f in range(NUM_FINGERS):
-            clear = (gap[:, finger_of_sample == f] >= clearance_m).all(-1)
-            take = ~settled[:, f] & (clear | (k == len(backoffs_m) - 1))
-            chosen[take, f] = q.reshape(B, NUM_FINGERS, -1)[take, f]
-            settled[:, f] |= take
+    def clear(q: torch.Tensor) -> torch.Tensor:
+        """(B, 4) whether each finger clears at joints q."""
+        gap = gaps(q) >= config.pregrasp_clearance_m
+        return torch.stack([gap[:, finger_of_sample == f].all(-1) for f in range(NUM_FINGERS)], -1)
+
+    chosen = q_contact.reshape(B, NUM_FINGERS, per_finger).clone()
+    directions_palm = inward_palm.clone()
+    settled = torch.zeros(B, NUM_FINGERS, dtype=torch.bool)
+    with torch.no_grad():
+        if config.pregrasp == "flex":
+            contact_points = allegro.contact_positions(q_contact)
+            flexion = torch.zeros(hand.num_joints, dtype=torch.float64)
+            flexion[[j for joints in ALLEGRO_FLEXION_JOINTS for j in joints]] = 1.0
+            for angle in config.pregrasp_flex_rad:
+                q = allegro.clamp_to_limits(q_contact - angle * flexion)
+                chord = contact_points - allegro.contact_positions(q)
+                length = chord.norm(dim=-1, keepdim=True)
+                take = ~settled & clear(q) & (length[..., 0] > 1e-3)
+                chosen[take] = q.reshape(B, NUM_FINGERS, per_finger)[take]
+                directions_palm[take] = (chord / length.clamp_min(1e-9))[take]
+                settled |= take
+        elif config.pregrasp != "normal":
+            raise ValueError(f"unknown pregrasp {config.pregrasp!r} (flex or normal)")
+        for k, backoff in enumerate(config.pregrasp_backoff_m):
+            q = move_fingertips(allegro, q_contact, inward_palm, -backoff).joint_angles_rad.double().cpu()
+            take = ~settled & (clear(q) | (k == len(config.pregrasp_backoff_m) - 1))
+            chosen[take] = q.reshape(B, NUM_FINGERS, per_finger)[take]
+            directions_palm[take] = inward_palm[take]
+            settled |= take
     q_pregrasp = chosen.reshape(B, -1)
+    directions_object = directions_palm @ R.transpose(1, 2)  # R d, batched
     grasp = Grasp(result.T_object_root[:, :3, 3], R, q_pregrasp, directions_object, frame_id=result.frame_id)
     return grasp, gaps(q_pregrasp).amin(-1)
 

@@ -341,9 +341,9 @@ def test_the_graspd_generator_labels_synthesised_grasps_in_the_public_layout(tmp
     mesh = prepare_object(object_by_name("procedural/box_0000"), config.prepare).mesh
     mesh.apply_transform(shard.T_world_object)
     assert np.linalg.norm(world.palm_position_m.numpy() - mesh.centroid, axis=1).max() < 0.2
-    # the closing directions point into the object: inward along the contact normals
-    tips_to_centre = mesh.centroid - world.palm_position_m.numpy()[:, None]
-    assert np.mean((world.fingertip_directions.numpy() * tips_to_centre).sum(-1) > 0) > 0.7
+    # the synthesised pre-grasps clear the object: most are free of contact under the label noise (the closing
+    # directions' geometry is tested with the synthesis core)
+    assert float(np.mean(shard.y_coll[: c["starts"]])) >= 0.5, shard.y_coll
     # a rerun with the other generator is refused in the same folder
     with pytest.raises(ValueError, match="generator"):
         generate_dataset(["procedural/box_0000"], tmp_path / "run", dataclasses.replace(config, generator="energy"))

@@ -347,18 +347,52 @@ def test_synthesis_output_is_a_valid_37d_grasp(hand, box_sdf, box_grasps):
     validate_grasp(grasp, (allegro.lower_limits_rad, allegro.upper_limits_rad))
     vector = grasp.to_vector()
     assert vector.shape == (4, 37) and torch.allclose(Grasp.from_vector(vector).to_vector(), vector, atol=1e-9)
-    # closing directions point into the object along the contact normals
-    assert torch.allclose((grasp.fingertip_directions * result.fingertip_normals).sum(-1), -torch.ones(4, 4, dtype=F64))
-    # the pre-grasp joints back the fingertips off: their contact points end further from the surface
-    def tip_distance(q):
-        tips_palm = allegro.contact_positions(q)
-        return box_sdf.distance(tips_palm @ grasp.palm_rotation.transpose(1, 2) + grasp.palm_position_m[:, None])
-    backed, touching = tip_distance(grasp.joint_angles_rad), tip_distance(result.joint_angles_rad)
-    assert ((backed - touching) > 0.005).float().mean() > 0.9
+
     # the pre-grasp clearance is the whole hand's smallest gap there, to the object and the table (z = 0)
     points = hand.surface_points(hand.link_poses(grasp.T_frame_palm, grasp.joint_angles_rad))
     gap = torch.minimum(box_sdf.distance(points), points[..., 2]).amin(-1)
     assert result.pregrasp_clearance_m.shape == (4,) and torch.allclose(result.pregrasp_clearance_m, gap, atol=1e-9)
+
+
+def test_flex_pregrasp_opens_the_flexion_joints_and_closes_through_the_contact(hand, box_sdf, box_grasps):
+    """The default pre-grasp: each finger opens its flexion joints by one of the angles tried, and its closing
+    direction runs from the pre-grasp contact point back through the synthesised one (the fingertip IK retraces
+    it); a finger that could not open clear backs off along the normal instead. "normal" backs every finger off
+    along its contact normal and closes along the inward normal."""
+    from getagrip_ros.robot.allegro import move_fingertips
+    from getagrip_ros.synthesis.optimizer import ALLEGRO_FLEXION_JOINTS, allegro_grasp
+
+    result, _ = box_grasps
+    grasp, config = result.grasp, SynthesisConfig()
+    allegro = AllegroHand(dtype=F64)
+    R = grasp.palm_rotation
+    inward_palm = -result.fingertip_normals @ R
+    d_palm = grasp.fingertip_directions @ R
+    chord = allegro.contact_positions(result.joint_angles_rad) - allegro.contact_positions(grasp.joint_angles_rad)
+    opened = 0
+    for b in range(len(grasp)):
+        for f, joints in enumerate(ALLEGRO_FLEXION_JOINTS):
+            delta = (result.joint_angles_rad[b] - grasp.joint_angles_rad[b])
+            finger = slice(4 * f, 4 * f + 4)
+            others = [j for j in range(4 * f, 4 * f + 4) if j not in joints]
+            if torch.allclose(d_palm[b, f], inward_palm[b, f], atol=1e-9):
+                continue  # the normal back-off
+            opened += 1
+            assert torch.allclose(delta[others], torch.zeros(len(others), dtype=F64)), delta[finger]
+            angle = float(delta[list(joints)].max())
+            assert any(abs(angle - a) < 1e-9 for a in config.pregrasp_flex_rad), delta[finger]
+            assert (delta[list(joints)] <= angle + 1e-9).all() and (delta[list(joints)] >= 0).all()
+            assert torch.allclose(d_palm[b, f], chord[b, f] / chord[b, f].norm(), atol=1e-9)
+    assert opened >= 8, opened  # most of the 16 fingers open by flexion on a box
+    # closing along d_i by the chord's length brings the contact points back to the synthesised ones
+    back = move_fingertips(allegro, grasp.joint_angles_rad, d_palm, chord.norm(dim=-1))
+    assert (back.residual_m < 2e-3).float().mean() > 0.9, back.residual_m
+
+    normal, clearance = allegro_grasp(result, hand, box_sdf, torch.eye(4, dtype=F64), SynthesisConfig(pregrasp="normal"))
+    assert torch.allclose((normal.fingertip_directions * result.fingertip_normals).sum(-1), -torch.ones(4, 4, dtype=F64))
+    assert torch.equal(normal.palm_position_m, grasp.palm_position_m) and clearance.shape == (4,)
+    with pytest.raises(ValueError, match="pregrasp"):
+        synthesize_grasps(hand, box_sdf, SynthesisConfig(num_steps=5, pregrasp="wide"), SynthesisOptions(num_grasps=1))
 
 
 class _FlakySDF(ObjectSDF):
@@ -434,7 +468,7 @@ def test_core_imports_no_ros():
 
 
 def test_pregrasp_fingers_clear_the_object(hand, box_sdf, box_grasps):
-    """Each finger's pre-grasp is backed off until all its samples lie 5 mm off the object (Get a Grip's pre-grasp
+    """Each finger's pre-grasp is opened or backed off until all its samples lie 5 mm off the object (Get a Grip's pre-grasp
     must not touch it under the label noise)."""
     from getagrip_ros.synthesis.optimizer import _allegro_finger
 
