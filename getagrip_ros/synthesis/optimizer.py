@@ -193,31 +193,40 @@ class SynthesisResult:
     pregrasp_clearance_m: Optional[torch.Tensor] = None
     """(B,) smallest gap (m) of the hand's surface to the object (the SDF) and the table at the pre-grasp of
     ``grasp``, negative inside (Allegro hands only)."""
+    pregrasp_opened: Optional[torch.Tensor] = None
+    """(B, 4) True where the finger's pre-grasp opens its flexion joints, False where it backs off along the contact
+    normal (Allegro hands only; all False with ``pregrasp="normal"``)."""
 
     def __len__(self) -> int:
         return len(self.T_object_root)
 
     def physics_score(self) -> torch.Tensor:
         """(B,) the synthesis's own ranking of its grasps, lower is better (see :func:`physics_score`)."""
-        return physics_score(self.metrics, self.failed, self.fingertip_normals, self.pregrasp_clearance_m)
+        return physics_score(self.metrics, self.failed, self.fingertip_normals, self.pregrasp_clearance_m,
+                             self.pregrasp_opened)
 
 
 def physics_score(metrics: GraspMetrics, failed: Optional[torch.Tensor] = None,
                   fingertip_normals: Optional[torch.Tensor] = None, pregrasp_clearance_m: Optional[torch.Tensor] = None,
-                  opposition_weight: float = 4.0, clearance_target_m: float = 0.003,
-                  clearance_weight_per_m: float = 500.0) -> torch.Tensor:
+                  pregrasp_opened: Optional[torch.Tensor] = None, opposition_weight: float = 4.0,
+                  clearance_target_m: float = 0.003, clearance_weight_per_m: float = 500.0,
+                  backoff_weight: float = 1.0) -> torch.Tensor:
     """(B,) rank score of finished grasps from their physics alone, lower is better:
     ``log10(task residual in N^2 + 1e-6) + opposition_weight * (n_thumb . mean n_finger)
-    + clearance_weight_per_m * max(0, clearance_target_m - pre-grasp clearance)``, the second term with the outward
-    contact normals (F, 3) of the fingertips, the last one the thumb (-1: thumb opposes the fingers), the third with
-    the pre-grasp's smallest gap to the object and the table (m, negative inside).
+    + clearance_weight_per_m * max(0, clearance_target_m - pre-grasp clearance) + backoff_weight * (fingers backed
+    off)``, the second term with the outward contact normals (F, 3) of the fingertips, the last one the thumb (-1:
+    thumb opposes the fingers), the third with the pre-grasp's smallest gap to the object and the table (m, negative
+    inside), the fourth with the (B, F) ``pregrasp_opened`` (the fingers that could not open clear and close along
+    the normal instead).
 
     Measured (labels by the floating-hand protocol), the top 5 by:
     - on 6 tabletop-20 meshes x 32 grasps, without the clearance term: this score 49% (the best 5: 62%, all: 22%);
       the task residual alone 33%; the opposition alone 49%;
-    - on 17 validation objects x 32 grasps (``benchmarks/rank_graspd.py``): 23.5% without the clearance term,
-      27.3% with it (0.5 per mm below 3 mm; 0.25-2 per mm below 1-3 mm give 25.6-27.3%), the best 5: 36.9%. The
-      clearance predicts y_coll (within-object Spearman 0.66), the rest y_pick (-0.48).
+    - on 17 validation objects x 32 grasps (``benchmarks/rank_graspd.py``), normal pre-grasps: 23.5% without the
+      clearance term, 27.3% with it (0.5 per mm below 3 mm; 0.25-2 per mm below 1-3 mm give 25.6-27.3%), the best 5:
+      36.9%. The clearance predicts y_coll (within-object Spearman 0.66), the rest y_pick (-0.48);
+    - the same objects with flex pre-grasps: 33.2% without the back-off term, 36.7% with 1 per finger (0.5-4: 34.4-
+      36.7%), the best 5: 54.4%; the number of backed-off fingers has a within-object Spearman of -0.37 with y_PGS.
     Failed grasps score inf.
     """
     score = torch.log10(metrics.task_loss.clamp_min(0) + 1e-6)
@@ -226,6 +235,8 @@ def physics_score(metrics: GraspMetrics, failed: Optional[torch.Tensor] = None,
         score = score + opposition_weight * (n[:, -1] * n[:, :-1].mean(1)).sum(-1)
     if pregrasp_clearance_m is not None:
         score = score + clearance_weight_per_m * (clearance_target_m - pregrasp_clearance_m.to(score)).clamp_min(0)
+    if pregrasp_opened is not None:
+        score = score + backoff_weight * (~pregrasp_opened.bool()).sum(-1).to(score)
     if failed is not None:
         score = torch.where(failed, torch.full_like(score, math.inf), score)
     return torch.nan_to_num(score, nan=math.inf, posinf=math.inf)
@@ -456,7 +467,8 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
         failed=failed, failure_reasons=reasons, partial=partial, cancelled=cancelled, steps_done=step,
         num_steps=config.num_steps, elapsed_s=time.monotonic() - started, frame_id=sdf.frame_id)
     if _is_allegro(hand):
-        result.grasp, result.pregrasp_clearance_m = allegro_grasp(result, hand, sdf, T_table_object, config)
+        result.grasp, result.pregrasp_clearance_m, result.pregrasp_opened = allegro_grasp(
+            result, hand, sdf, T_table_object, config)
     return result
 
 
@@ -485,7 +497,8 @@ def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_ta
       each of ``pregrasp_backoff_m`` (fingertip IK); its closing direction is the inward normal. A finger that
       clears at none takes the last back-off.
 
-    Returns the grasps and the (B,) smallest gap (m) of the whole hand to the object and the table at them.
+    Returns the grasps, the (B,) smallest gap (m) of the whole hand to the object and the table at them, and (B, 4)
+    whether each finger opened (False: backed off along the normal).
     """
     from getagrip_ros.grasp.grasp import Grasp
     from getagrip_ros.robot.allegro import NUM_FINGERS, AllegroHand, move_fingertips
@@ -528,7 +541,10 @@ def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_ta
                 chosen[take] = q.reshape(B, NUM_FINGERS, per_finger)[take]
                 directions_palm[take] = (chord / length.clamp_min(1e-9))[take]
                 settled |= take
-        elif config.pregrasp != "normal":
+            opened = settled.clone()
+        elif config.pregrasp == "normal":
+            opened = settled.clone()
+        else:
             raise ValueError(f"unknown pregrasp {config.pregrasp!r} (flex or normal)")
         for k, backoff in enumerate(config.pregrasp_backoff_m):
             q = move_fingertips(allegro, q_contact, inward_palm, -backoff).joint_angles_rad.double().cpu()
@@ -539,7 +555,7 @@ def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_ta
     q_pregrasp = chosen.reshape(B, -1)
     directions_object = directions_palm @ R.transpose(1, 2)  # R d, batched
     grasp = Grasp(result.T_object_root[:, :3, 3], R, q_pregrasp, directions_object, frame_id=result.frame_id)
-    return grasp, gaps(q_pregrasp).amin(-1)
+    return grasp, gaps(q_pregrasp).amin(-1), opened
 
 
 def _allegro_finger(link_name: str) -> int:

@@ -376,7 +376,9 @@ def test_flex_pregrasp_opens_the_flexion_joints_and_closes_through_the_contact(h
             finger = slice(4 * f, 4 * f + 4)
             others = [j for j in range(4 * f, 4 * f + 4) if j not in joints]
             if torch.allclose(d_palm[b, f], inward_palm[b, f], atol=1e-9):
+                assert not result.pregrasp_opened[b, f]
                 continue  # the normal back-off
+            assert result.pregrasp_opened[b, f]
             opened += 1
             assert torch.allclose(delta[others], torch.zeros(len(others), dtype=F64)), delta[finger]
             angle = float(delta[list(joints)].max())
@@ -388,7 +390,9 @@ def test_flex_pregrasp_opens_the_flexion_joints_and_closes_through_the_contact(h
     back = move_fingertips(allegro, grasp.joint_angles_rad, d_palm, chord.norm(dim=-1))
     assert (back.residual_m < 2e-3).float().mean() > 0.9, back.residual_m
 
-    normal, clearance = allegro_grasp(result, hand, box_sdf, torch.eye(4, dtype=F64), SynthesisConfig(pregrasp="normal"))
+    normal, clearance, opened_normal = allegro_grasp(result, hand, box_sdf, torch.eye(4, dtype=F64),
+                                                     SynthesisConfig(pregrasp="normal"))
+    assert not opened_normal.any()
     assert torch.allclose((normal.fingertip_directions * result.fingertip_normals).sum(-1), -torch.ones(4, 4, dtype=F64))
     assert torch.equal(normal.palm_position_m, grasp.palm_position_m) and clearance.shape == (4,)
     with pytest.raises(ValueError, match="pregrasp"):
@@ -520,5 +524,9 @@ def test_physics_score_prefers_an_opposed_thumb_and_drops_failures():
     clearance = torch.tensor([0.001, 0.003, 0.01], dtype=F64)
     with_clearance = physics_score(metrics, None, n, clearance)
     assert torch.allclose(with_clearance - physics_score(metrics, None, n), torch.tensor([1.0, 0.0, 0.0], dtype=F64))
+    # each finger whose pre-grasp backs off along the normal (it could not open clear) costs 1
+    opened = torch.tensor([[True] * 4, [True, False, True, False], [False] * 4])
+    with_backoff = physics_score(metrics, None, n, None, opened)
+    assert torch.allclose(with_backoff - physics_score(metrics, None, n), torch.tensor([0.0, 2.0, 4.0], dtype=F64))
     metrics.task_loss[1] = math.nan
     assert physics_score(metrics, None, n)[1] == math.inf
