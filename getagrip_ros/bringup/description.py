@@ -97,7 +97,7 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
                    (("grasp_task", "task.perception"),)),
     LaunchArgument("sampler", "fixed", "grasp sampler of grasp_object goals (fixed, diffusion, heuristic, graspd)",
                    (("grasp_task", "task.sampler"),)),
-    LaunchArgument("evaluator", "geometry", "grasp evaluator of grasp_object goals (geometry, bps, bps+geometry, nerf, none)",
+    LaunchArgument("evaluator", "geometry", "grasp evaluator of grasp_object goals (geometry, bps, bps+geometry, nerf, sim, none)",
                    (("grasp_task", "task.evaluator"),)),
     LaunchArgument("planner", "ompl", "arm motion planner: ompl (CPU) or curobo (GPU)", (("grasp_task", "task.planner"),)),
     LaunchArgument("bps_evaluator", "shipped", "BPS evaluator checkpoint (a file or 'shipped')",

@@ -38,6 +38,7 @@ from getagrip_ros.planning.object_input import (PlanningObject, object_from_bps,
 from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
 from getagrip_ros.planning.samplers import (DiffusionSampler, DiffusionSamplerConfig, FixedSampler, HeuristicSampler,
                                             load_grasp_set)
+from getagrip_ros.planning.simulation_evaluator import SimulationEvaluatorConfig, SimulationGraspEvaluator
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StageTimer, StatusCode
 
@@ -45,8 +46,9 @@ SAMPLERS = ("heuristic", "fixed", "diffusion", "graspd")
 """Grasp samplers by name."""
 POINT_SAMPLERS = ("heuristic", "graspd")
 """Samplers that need the object's points (a BPS-only goal is refused)."""
-EVALUATORS = ("none", "bps", "nerf", "geometry", "bps+geometry")
-"""Grasp evaluators by name; ``bps+geometry`` ranks by the mean of the two predictions."""
+EVALUATORS = ("none", "bps", "nerf", "geometry", "bps+geometry", "sim")
+"""Grasp evaluators by name; ``bps+geometry`` ranks by the mean of the two predictions; ``sim`` simulates each grasp
+on the object (:mod:`getagrip_ros.planning.simulation_evaluator`)."""
 BPS_SIZE = 4096
 MAX_GRASPS = 10_000
 MAX_BPS_DISTANCE_M = 2.0
@@ -93,6 +95,9 @@ class GraspPlannerConfig:
     graspd: GraspdSamplerConfig = field(default_factory=GraspdSamplerConfig)
     """Grasp'D synthesis: it synthesises max(graspd.num_grasps, the request's num_grasps) grasps (num_samples does
     not apply) and stops at plan start + time limit * (1 - graspd.deadline_reserve_fraction)."""
+    simulation: SimulationEvaluatorConfig = field(default_factory=SimulationEvaluatorConfig)
+    """The ``sim`` evaluator: grasps executed in MuJoCo on a model of the object (it scores the sampler's first
+    simulation.max_grasps grasps and does not refine)."""
     refinement: PerturbationConfig = field(default_factory=PerturbationConfig)
     """One refinement move (paper: wrist 5 mm, rotation 0.05 in so(3), joints 0.01 rad, std)."""
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
@@ -245,6 +250,9 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
                          "with a BPS only, use the diffusion or fixed sampler")
     if request.evaluator == "nerf" and request.nerf_config_path is None:
         raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source (nerf_config_path)")
+    if request.evaluator == "sim" and request.bps is not None:
+        raise StageError(StatusCode.INVALID_GOAL, "the sim evaluator needs the object's points or mesh: give a point "
+                         "cloud, a mesh or a NeRF, not a BPS alone")
     if request.evaluator in ("geometry", "bps+geometry") and request.bps is not None:
         raise StageError(StatusCode.INVALID_GOAL, f"the {request.evaluator} evaluator needs the object's points: "
                          "give a point cloud or a NeRF, not a BPS alone")
@@ -335,6 +343,8 @@ class GraspPlanner:
         return DiffusionSampler(self._model("bps_sampler", "diffusion sampler"), cfg.diffusion)
 
     def _evaluator(self, name: str):
+        if name == "sim":
+            return SimulationGraspEvaluator(self.config.simulation)
         if name == "bps":
             return BpsGraspEvaluator(self._model("bps_evaluator", "BPS evaluator"))
         if name == "bps+geometry":
@@ -460,6 +470,8 @@ class GraspPlanner:
                          checkpoint: Callable[[], None]) -> tuple[Grasp, torch.Tensor, str]:
         cfg = self.config
         batch = cfg.nerf_evaluator_batch_size if request.evaluator == "nerf" else cfg.evaluation_batch_size
+        batch = getattr(evaluator, "batch_size", batch)
+        samples = samples[: getattr(evaluator, "max_grasps", len(samples))]
         with timer.stage("evaluation"):
             score: ScoreFn = evaluator.prepare(obj)
             span = STAGE_PROGRESS["refinement"] - STAGE_PROGRESS["evaluation"]
@@ -472,6 +484,8 @@ class GraspPlanner:
             labels = torch.cat(parts)
             top = labels[:, Y_PGS].argsort(descending=True, stable=True)[: request.num_grasps]
             chosen, labels = samples[top], labels[top]
+        if not getattr(evaluator, "refines", True):  # ties keep the sampler's order (graspd: its physics score)
+            return chosen, labels, f" ranked by the {request.evaluator} evaluator ({len(samples)} grasps scored; no refinement)"
         with timer.stage("refinement"):
             iterations = request.refinement_iterations
             span = STAGE_PROGRESS["closing_targets"] - STAGE_PROGRESS["refinement"]

@@ -1,4 +1,5 @@
-"""A plan_grasp node process with graspd parameters serves a graspd goal (feedback, physics-score ranking)."""
+"""A plan_grasp node process with graspd parameters serves graspd goals (feedback, physics-score ranking, and ranking
+by the simulation evaluator)."""
 
 import numpy as np
 
@@ -17,7 +18,7 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
     from getagrip_ros.ros.processes import NodeProcess
 
     fast = {"graspd.num_grasps": 4, "graspd.synthesis.num_steps": 40, "graspd.synthesis.chunk_steps": 10,
-            "graspd.sdf.resolution": 48, "graspd.hand.contact_links": "distal"}
+            "graspd.sdf.resolution": 48, "graspd.hand.contact_links": "distal", "simulation.num_trials": 1}
     no_models = {f"models.{name}": '""' for name in ("bps_evaluator", "bps_sampler", "fixed_grasps", "geometry_evaluator")}
     args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml"))]
     for name, value in {**fast, **no_models}.items():
@@ -31,6 +32,8 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
             goal.point_cloud = numpy_to_point_cloud2(box_surface_points(), "world")
             feedback = []
             status, result = call_action(rclpy_node, client, goal, timeout_s=90, feedback=feedback.append)
+            goal.evaluator = "sim"  # the same cloud, each grasp simulated on a surface made of it
+            sim_status, sim_result = call_action(rclpy_node, client, goal, timeout_s=120)
         finally:
             client.destroy()
         assert status == GoalStatus.STATUS_SUCCEEDED, (result.status.reason, server.output())
@@ -38,4 +41,8 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
         assert sum(f.stage == "sampling" for f in feedback) >= 1 and 1 <= len(result.grasps) <= 4
         grasps, _ = grasp_msgs_to_core(list(result.grasps))
         assert grasps.frame_id == "world" and np.isfinite(grasps.to_numpy_vector()).all()
+        assert sim_status == GoalStatus.STATUS_SUCCEEDED, (sim_result.status.reason, server.output())
+        assert "ranked by the sim evaluator" in sim_result.status.reason and "no refinement" in sim_result.status.reason
+        y_pgs = [g.y_pgs for g in sim_result.grasps]
+        assert 1 <= len(y_pgs) <= 4 and all(y in (0.0, 1.0) for y in y_pgs) and y_pgs == sorted(y_pgs, reverse=True)
     assert server.process.returncode == 0, server.output()
