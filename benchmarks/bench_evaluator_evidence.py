@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--samplers", default="heuristic,fixed,diffusion",  # graspd too (slow: ~30 s a plan)
                         help="samplers to judge (those without a model file are left out)")
     parser.add_argument("--evaluators", default="none,bps,geometry,bps+geometry",
-                        help="evaluators to judge (those without a model file are left out)")
+                        help="evaluators to judge (those without a model file are left out; sim needs none)")
     parser.add_argument("--perception", choices=("cloud", "depth"), default="cloud",
                         help="cloud: the data engine's back-projected cloud; depth: the stack's depth backend (TSDF "
                              "fusion, cleaning and the fused mesh, which samplers written graspd@mesh plan with)")
@@ -80,7 +80,7 @@ def main() -> None:
     samplers = [s for s in args.samplers.split(",") if available.get(s)]
     if any(s.endswith("@mesh") for s in samplers) and args.perception != "depth":
         parser.error("a sampler planning with the mesh (graspd@mesh) needs --perception depth")
-    have = {"none": True, "bps": bool(args.bps_evaluator), "geometry": bool(args.geometry_evaluator)}
+    have = {"none": True, "sim": True, "bps": bool(args.bps_evaluator), "geometry": bool(args.geometry_evaluator)}
     have["bps+geometry"] = have["bps"] and have["geometry"]
     evaluators = [e for e in args.evaluators.split(",") if have.get(e)]
     methods = [Method(s.removesuffix("@mesh"), e, s.endswith("@mesh")) for s in samplers for e in evaluators]

@@ -13,7 +13,7 @@ planner knows of the object:
 
 Its [y_pick, y_coll, y_PGS] are the means over ``num_trials`` executions with the label noise. On 17 validation
 objects (perceived by the stack's depth fusion, 32 graspd grasps each), the top 5 by 5 simulated executions lifted
-48% of the time against 37% by the graspd physics score (the best 5: 54%; see the README). A trial takes ~0.1 s on
+46% of the time against 33% by the graspd physics score (the best 5: 52%; ``docs/graspd/sim_ranking_validation.json``). A trial takes ~0.1 s on
 one core, so it scores at most ``max_grasps`` grasps, in the sampler's order, and the planner does not refine
 with it.
 
@@ -44,8 +44,8 @@ class SimulationEvaluatorConfig:
     """Settings of the simulation evaluator (units: metres, kg/m^3; counts are counts)."""
 
     num_trials: int = 5
-    """Perturbed executions per grasp (the labels' 5). On the validation objects the top 5 lifted 45% with 2, 48%
-    with 5; a trial costs ~0.1 s."""
+    """Perturbed executions per grasp (the labels' 5). On the validation objects the top 5 lifted 41% with 2, 46%
+    with 5; 32 grasps x 5 trials take ~18 s on one core."""
     max_grasps: int = 32
     """Grasps scored per plan, the sampler's first (graspd: all 32, best physics score first); the others are
     dropped."""
