@@ -452,15 +452,7 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
                                 tangential_store.detach().transpose(-1, -2).to(torch.float64))
         metrics = grasp_metrics(hand, sdf, final_state, wrenches.to(torch.float64), torque_length, config.contact,
                                 T_table_object, config.contact_threshold_m)
-        lower, upper = hand.lower_limits_rad, hand.upper_limits_rad
-        q_clamped = torch.maximum(torch.minimum(q_final, upper), lower)
-        T_link = hand.link_poses(T_final, q_clamped)
-        tips = hand.fingertip_points(T_link)
-        _, tip_normals = sdf.query(tips, 0.0)
-        outward = tips - sdf.centre_m
-        outward = outward / outward.norm(dim=-1, keepdim=True).clamp_min(1e-9)
-        flat = ~(tip_normals.norm(dim=-1, keepdim=True) >= 0.5)  # the gradient cancels (medial axis), or NaN
-        tip_normals = torch.where(flat, outward, tip_normals)
+        q_clamped, tips, tip_normals = fingertip_contacts(hand, sdf, T_final, q_final)
     result = SynthesisResult(
         T_object_root=T_final, joint_angles_rad=q_clamped, fingertip_points_m=tips, fingertip_normals=tip_normals,
         metrics=metrics,
@@ -468,8 +460,22 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
         num_steps=config.num_steps, elapsed_s=time.monotonic() - started, frame_id=sdf.frame_id)
     if _is_allegro(hand):
         result.grasp, result.pregrasp_clearance_m, result.pregrasp_opened = allegro_grasp(
-            result, hand, sdf, T_table_object, config)
+            T_final, q_clamped, tip_normals, hand, sdf, T_table_object, config)
     return result
+
+
+def fingertip_contacts(hand: HandModel, sdf: ObjectSDF, T_object_root: torch.Tensor,
+                       q_rad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The joints clamped into the limits, the (B, F, 3) fingertip points there and the object's outward normals at
+    them (away from the object's centre where the grid gradient vanishes), in the SDF's frame."""
+    with torch.no_grad():
+        q_clamped = torch.maximum(torch.minimum(q_rad, hand.upper_limits_rad), hand.lower_limits_rad)
+        tips = hand.fingertip_points(hand.link_poses(T_object_root, q_clamped))
+        _, tip_normals = sdf.query(tips, 0.0)
+        outward = tips - sdf.centre_m
+        outward = outward / outward.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        flat = ~(tip_normals.norm(dim=-1, keepdim=True) >= 0.5)  # the gradient cancels (medial axis), or NaN
+    return q_clamped, tips, torch.where(flat, outward, tip_normals)
 
 
 def _is_allegro(hand: HandModel) -> bool:
@@ -482,10 +488,12 @@ def _is_allegro(hand: HandModel) -> bool:
 ALLEGRO_FLEXION_JOINTS = ((1, 2, 3), (5, 6, 7), (9, 10, 11), (13, 14, 15))
 
 
-def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_table_object: Optional[torch.Tensor] = None,
+def allegro_grasp(T_object_root: torch.Tensor, q_contact_rad: torch.Tensor, fingertip_normals: torch.Tensor,
+                  hand: HandModel, sdf: ObjectSDF, T_table_object: Optional[torch.Tensor] = None,
                   config: SynthesisConfig = SynthesisConfig()):
-    """The project's 37-D Grasp of an Allegro synthesis result: the wrist pose, the pre-grasp joints and the
-    closing directions (object frame).
+    """The project's 37-D Grasp of Allegro grasps in contact (wrist poses (B, 4, 4), joints (B, 16) within the limits,
+    outward object normals (B, 4, 3) at the fingertips, as :func:`fingertip_contacts` gives them): the wrist pose,
+    the pre-grasp joints and the closing directions, in the SDF's frame.
 
     Each finger leaves its synthesised contact by the first move at which every sample of the finger lies
     ``config.pregrasp_clearance_m`` off the object (the SDF) and above the table:
@@ -504,16 +512,16 @@ def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_ta
     from getagrip_ros.robot.allegro import NUM_FINGERS, AllegroHand, move_fingertips
 
     allegro = AllegroHand(dtype=torch.float64)
-    R = result.T_object_root[:, :3, :3]
-    inward_palm = -result.fingertip_normals @ R  # R^T (-n), batched
+    R = T_object_root[:, :3, :3]
+    inward_palm = -fingertip_normals @ R  # R^T (-n), batched
     finger_of_link = torch.tensor([_allegro_finger(name) for name in hand.link_names])
     finger_of_sample = finger_of_link[hand.sample_link]  # (N,) 0-3, -1 for the palm
-    B, per_finger = len(result), hand.num_joints // NUM_FINGERS
-    q_contact = result.joint_angles_rad.to(torch.float64)
+    B, per_finger = len(T_object_root), hand.num_joints // NUM_FINGERS
+    q_contact = q_contact_rad.to(torch.float64)
 
     def gaps(q: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            points = hand.surface_points(hand.link_poses(result.T_object_root, q))
+            points = hand.surface_points(hand.link_poses(T_object_root, q))
             gap = sdf.distance(points, 0.0)
             if T_table_object is not None:
                 T = T_table_object.to(points)
@@ -554,7 +562,7 @@ def allegro_grasp(result: SynthesisResult, hand: HandModel, sdf: ObjectSDF, T_ta
             settled |= take
     q_pregrasp = chosen.reshape(B, -1)
     directions_object = directions_palm @ R.transpose(1, 2)  # R d, batched
-    grasp = Grasp(result.T_object_root[:, :3, 3], R, q_pregrasp, directions_object, frame_id=result.frame_id)
+    grasp = Grasp(T_object_root[:, :3, 3], R, q_pregrasp, directions_object, frame_id=sdf.frame_id)
     return grasp, gaps(q_pregrasp).amin(-1), opened
 
 

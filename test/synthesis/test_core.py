@@ -390,7 +390,8 @@ def test_flex_pregrasp_opens_the_flexion_joints_and_closes_through_the_contact(h
     back = move_fingertips(allegro, grasp.joint_angles_rad, d_palm, chord.norm(dim=-1))
     assert (back.residual_m < 2e-3).float().mean() > 0.9, back.residual_m
 
-    normal, clearance, opened_normal = allegro_grasp(result, hand, box_sdf, torch.eye(4, dtype=F64),
+    normal, clearance, opened_normal = allegro_grasp(result.T_object_root, result.joint_angles_rad, result.fingertip_normals,
+                                                     hand, box_sdf, torch.eye(4, dtype=F64),
                                                      SynthesisConfig(pregrasp="normal"))
     assert not opened_normal.any()
     assert torch.allclose((normal.fingertip_directions * result.fingertip_normals).sum(-1), -torch.ones(4, 4, dtype=F64))

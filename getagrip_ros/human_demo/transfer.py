@@ -1,0 +1,280 @@
+"""Transfer a human grasp demonstration to the Allegro hand by optimisation (after "Multi-Finger Grasping Like
+Humans", ``../shared/seeds/002_*``).
+
+The robot grasp should touch the object where the human hand does and approach it the same way. No hand-made
+finger correspondences: the objective is
+
+    L = w_C L_C + w_O L_O + w_I L_I + w_S L_S (+ the hand above the table, this project's addition)
+
+- L_C, contact heatmaps: on points sampled on the object, H(o) = exp(-d(o, hand) / tau), tau = 1 cm; the mean L1
+  difference of the human and the robot heatmaps (d: to the keypoint hand's capsules, to a MANO mesh's
+  vertices, to the Allegro's surface samples);
+- L_O, orientation: |n_robot - n_human|_1 + |f_robot - f_human|_1 of the palm normal n and forward vector f;
+- L_I, interpenetration: alpha1 L_push + beta1 L_pull + gamma1 L_normal. L_push: sum of tanh(depth / alpha2) of
+  the robot samples inside the object (the SDF) and of the object points inside the robot (its collision spheres);
+  L_pull: sum of tanh(min(d, delta) / beta2) over the robot samples; L_normal: 1 + <n_robot, n_object> over the
+  samples within delta;
+- L_S: sum of tanh(overlap / alpha2) of the Allegro's collision spheres on non-adjacent links.
+
+Three steps: (a) the open hand at the human palm (its palm frame on the human's); (b) the fingers only, their
+tips pulled to the nearest human contact region with L_I + L_S; (c) everything, AdamW (1e-3 translation, 1e-2
+rotation and joints), 100 iterations, the rates divided by 10 at 50. Joints stay within their limits (projected).
+The result is the project's 37-D grasp: pre-grasp joints and closing directions from the synthesis's
+:func:`allegro_grasp`. Object frame throughout; metres, radians.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import torch
+
+from getagrip_ros.grasp.rotations import rot6d_from_matrix
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
+from getagrip_ros.human_demo.human_hand import capsule_distance, contact_heatmap, demonstration_keypoints, palm_vectors
+from getagrip_ros.synthesis.hand_model import HandModel, pose_from_translation_rot6d
+from getagrip_ros.synthesis.object_sdf import ObjectSDF
+from getagrip_ros.synthesis.optimizer import SynthesisConfig, allegro_grasp, fingertip_contacts
+
+
+@dataclass(frozen=True)
+class TransferWeights:
+    """The seed's weights: lambda_C = 10, lambda_O = 10, lambda_I = 0.5, lambda_S = 1; the table as L_push."""
+
+    contact: float = 10.0
+    orientation: float = 10.0
+    interpenetration: float = 0.5
+    self_penetration: float = 1.0
+    table: float = 2.4
+
+
+@dataclass(frozen=True)
+class InterpenetrationConfig:
+    """L_I's constants (the seed's): alpha1 = 2.4, beta1 = 7, gamma1 = 0.001, alpha2 = 4 cm, beta2 = 6 cm, delta = 2 mm."""
+
+    alpha1: float = 2.4
+    beta1: float = 7.0
+    gamma1: float = 0.001
+    alpha2_m: float = 0.04
+    beta2_m: float = 0.06
+    delta_m: float = 0.002
+
+
+@dataclass(frozen=True)
+class TransferConfig:
+    """Build options of the transfer."""
+
+    tau_m: float = 0.01
+    """Heatmap softness (the seed's 1 cm)."""
+    num_object_points: int = 2000
+    """Object points the heatmaps are computed on (drawn from the SDF's surface samples)."""
+    weights: TransferWeights = TransferWeights()
+    interpenetration: InterpenetrationConfig = InterpenetrationConfig()
+    finger_iterations: int = 50
+    """Step (b): the fingers to the human contact regions."""
+    finger_lr: float = 1e-2
+    iterations: int = 100
+    """Step (c): the full optimisation (the seed's 100)."""
+    lr_translation: float = 1e-3
+    lr_rotation: float = 1e-2
+    lr_joints: float = 1e-2
+    lr_drop_at: int = 50
+    lr_drop_factor: float = 0.1
+    contact_region_heat: float = 0.5
+    """Object points whose human heatmap is at least this are the human contact region (d <= tau ln 2 = 7 mm)."""
+    max_demo_distance_m: float = 0.02
+    """A demonstration whose hand comes no closer than this to the object is refused."""
+    pregrasp: SynthesisConfig = field(default_factory=SynthesisConfig)
+    """The pre-grasp settings (its ``pregrasp*`` fields) of :func:`allegro_grasp`."""
+
+
+class TransferError(ValueError):
+    """A demonstration that cannot be transferred to this object; the message says why."""
+
+
+@dataclass
+class TransferResult:
+    """One transferred grasp in the object frame."""
+
+    grasp: object
+    """The 37-D :class:`getagrip_ros.grasp.grasp.Grasp` (one grasp)."""
+    T_object_palm: torch.Tensor
+    """(4, 4) the Allegro palm in contact."""
+    joint_angles_rad: torch.Tensor
+    """(16,) the joints in contact."""
+    object_points_m: torch.Tensor
+    """(N, 3) the points the heatmaps are on."""
+    heatmap_human: torch.Tensor
+    heatmap_robot: torch.Tensor
+    contact_heatmap_difference: float
+    """Mean |H_human - H_robot| over the object points (the seed's L_C as a metric)."""
+    orientation_difference: float
+    """|n_r - n_h|_1 + |f_r - f_h|_1 (the seed's L_O)."""
+    penetration_depth_m: float
+    """Deepest robot sample inside the object."""
+    losses: dict[str, float]
+    """The final loss terms (unweighted)."""
+    timings_s: dict[str, float]
+
+
+def _human_distances(demonstration: HumanDemonstration, keypoints: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    if demonstration.format == "mano_mesh":
+        vertices = torch.as_tensor(demonstration.vertices_m, dtype=torch.float64)
+        return torch.cdist(points, vertices).amin(-1)
+    return capsule_distance(points, keypoints)
+
+
+def initial_palm_pose(keypoints_m: torch.Tensor) -> torch.Tensor:
+    """Step (a): the Allegro palm frame (x out of the palm, z to the fingers) on the human's palm vectors, its
+    finger bases on the human knuckles."""
+    n, f = palm_vectors(keypoints_m)
+    T = torch.eye(4, dtype=torch.float64)
+    T[:3, :3] = torch.stack([n, torch.linalg.cross(f, n), f], dim=-1)
+    T[:3, 3] = keypoints_m[[5, 9, 13, 17]].mean(0)  # the palm frame's origin lies on its finger bases, mid-palm
+    return T
+
+
+class _Objective:
+    """The loss terms of one grasp on one object and demonstration."""
+
+    def __init__(self, hand: HandModel, sdf: ObjectSDF, points: torch.Tensor, heat_human: torch.Tensor,
+                 n_human: torch.Tensor, f_human: torch.Tensor, config: TransferConfig,
+                 T_table_object: Optional[torch.Tensor]) -> None:
+        self.hand, self.sdf, self.points, self.heat_human = hand, sdf, points, heat_human
+        self.n_human, self.f_human, self.config, self.T_table_object = n_human, f_human, config, T_table_object
+        self.pairs = hand.self_collision_pairs
+
+    def terms(self, T: torch.Tensor, q: torch.Tensor) -> dict[str, torch.Tensor]:
+        c, hand = self.config.interpenetration, self.hand
+        T_link = hand.link_poses(T[None], q[None])
+        samples, normals = hand.surface(T_link)
+        samples, normals = samples[0], normals[0]
+        d_robot, grad = self.sdf.query(samples, 0.0)
+        heat_robot = contact_heatmap(torch.cdist(self.points, samples).amin(-1), self.config.tau_m)
+        centres = hand.sphere_centres(T_link)[0]
+        radii = hand.sphere_radii_m.to(centres)
+        inside_robot = (radii - torch.cdist(self.points, centres)).clamp_min(0).amax(-1)
+        push = torch.tanh((-d_robot).clamp_min(0) / c.alpha2_m).sum() + torch.tanh(inside_robot / c.alpha2_m).sum()
+        pull = torch.tanh(d_robot.clamp(0.0, c.delta_m) / c.beta2_m).sum()
+        near = d_robot.abs() < c.delta_m
+        normal = (1.0 + (normals * grad).sum(-1))[near].sum()
+        if len(self.pairs):
+            i, j = self.pairs[:, 0], self.pairs[:, 1]
+            overlap = (radii[i] + radii[j] - (centres[i] - centres[j]).norm(dim=-1)).clamp_min(0)
+            self_penetration = torch.tanh(overlap / c.alpha2_m).sum()
+        else:
+            self_penetration = T.new_zeros(())
+        if self.T_table_object is None:
+            table = T.new_zeros(())
+        else:
+            z = samples @ self.T_table_object[2, :3] + self.T_table_object[2, 3]
+            table = torch.tanh((-z).clamp_min(0) / c.alpha2_m).sum()
+        R = T[:3, :3]
+        return {
+            "contact": (self.heat_human - heat_robot).abs().mean(),
+            "orientation": (R[:, 0] - self.n_human).abs().sum() + (R[:, 2] - self.f_human).abs().sum(),
+            "interpenetration": c.alpha1 * push + c.beta1 * pull + c.gamma1 * normal,
+            "self_penetration": self_penetration,
+            "table": table,
+            "push": push, "pull": pull, "normal": normal,
+            "penetration_depth_m": (-d_robot).clamp_min(0).max(),
+            "heat_robot": heat_robot,
+        }
+
+    def total(self, terms: dict[str, torch.Tensor], names: tuple[str, ...]) -> torch.Tensor:
+        w = self.config.weights
+        weight = {"contact": w.contact, "orientation": w.orientation, "interpenetration": w.interpenetration,
+                  "self_penetration": w.self_penetration, "table": w.table}
+        return sum(weight[name] * terms[name] for name in names)
+
+
+def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: ObjectSDF,
+                   config: TransferConfig = TransferConfig(), T_object_table: Optional[np.ndarray] = None,
+                   seed: int = 0) -> TransferResult:
+    """Transfer `demonstration` (in the object frame, the SDF's) to the Allegro `hand` (see the module docstring).
+
+    Raises :class:`TransferError` when the demonstration's hand is farther than ``max_demo_distance_m`` from the
+    object."""
+    if demonstration.frame_id != sdf.frame_id:
+        raise TransferError(f"the demonstration is in frame {demonstration.frame_id!r}, the object in "
+                            f"{sdf.frame_id!r}: transform it first (HumanDemonstration.transformed)")
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    generator = torch.Generator().manual_seed(seed)
+    surface = sdf.surface_points_m
+    pick = torch.randperm(len(surface), generator=generator)[: config.num_object_points]
+    points = surface[pick]
+    keypoints = demonstration_keypoints(demonstration)
+    d_human = _human_distances(demonstration, keypoints, points)
+    if float(d_human.min()) > config.max_demo_distance_m:
+        raise TransferError(f"the demonstrated hand is {100 * float(d_human.min()):.1f} cm from the object at its "
+                            f"closest; a grasp touches it (at most {100 * config.max_demo_distance_m:.0f} cm)")
+    heat_human = contact_heatmap(d_human, config.tau_m)
+    region = points[heat_human >= config.contact_region_heat]
+    if len(region) == 0:
+        region = points[d_human.argmin()][None]
+    n_human, f_human = palm_vectors(keypoints)
+    T_table_object = None if T_object_table is None else torch.linalg.inv(torch.as_tensor(T_object_table, dtype=torch.float64))
+    objective = _Objective(hand, sdf, points, heat_human, n_human, f_human, config, T_table_object)
+    lower, upper = hand.lower_limits_rad, hand.upper_limits_rad
+
+    # (a) the open hand at the human palm
+    T0 = initial_palm_pose(keypoints)
+    translation = T0[:3, 3].clone().requires_grad_(True)
+    rot6d = rot6d_from_matrix(T0[:3, :3]).clone().requires_grad_(True)
+    q = hand.open_joint_angles_rad.clone().to(torch.float64).requires_grad_(True)
+    timings["init_s"] = time.monotonic() - started
+
+    # (b) the fingertips to their nearest human contact region, with L_I + L_S
+    t = time.monotonic()
+    optimizer = torch.optim.AdamW([q], lr=config.finger_lr, weight_decay=0.0)
+    T_fixed = pose_from_translation_rot6d(translation.detach()[None], rot6d.detach()[None])[0]
+    for _ in range(config.finger_iterations):
+        optimizer.zero_grad()
+        tips = hand.fingertip_points(hand.link_poses(T_fixed[None], q[None]))[0]
+        reach = torch.cdist(tips, region).amin(-1).sum()
+        terms = objective.terms(T_fixed, q)
+        loss = reach + objective.total(terms, ("interpenetration", "self_penetration", "table"))
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            q.copy_(torch.maximum(torch.minimum(q, upper), lower))
+    timings["fingers_s"] = time.monotonic() - t
+
+    # (c) everything
+    t = time.monotonic()
+    optimizer = torch.optim.AdamW([{"params": [translation], "lr": config.lr_translation},
+                                   {"params": [rot6d], "lr": config.lr_rotation},
+                                   {"params": [q], "lr": config.lr_joints}], weight_decay=0.0)
+    names = ("contact", "orientation", "interpenetration", "self_penetration", "table")
+    for iteration in range(config.iterations):
+        if iteration == config.lr_drop_at:
+            for group in optimizer.param_groups:
+                group["lr"] *= config.lr_drop_factor
+        optimizer.zero_grad()
+        T = pose_from_translation_rot6d(translation[None], rot6d[None])[0]
+        loss = objective.total(objective.terms(T, q), names)
+        if not torch.isfinite(loss):
+            raise TransferError(f"the transfer's loss became non-finite at iteration {iteration}")
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            q.copy_(torch.maximum(torch.minimum(q, upper), lower))
+    timings["optimise_s"] = time.monotonic() - t
+
+    with torch.no_grad():
+        T = pose_from_translation_rot6d(translation[None], rot6d[None])[0].detach()
+        q_final = q.detach()
+        terms = objective.terms(T, q_final)
+        q_clamped, _, tip_normals = fingertip_contacts(hand, sdf, T[None], q_final[None])
+    grasp, _, _ = allegro_grasp(T[None], q_clamped, tip_normals, hand, sdf, T_table_object, config.pregrasp)
+    timings["total_s"] = time.monotonic() - started
+    return TransferResult(
+        grasp=grasp, T_object_palm=T, joint_angles_rad=q_clamped[0], object_points_m=points,
+        heatmap_human=heat_human, heatmap_robot=terms["heat_robot"],
+        contact_heatmap_difference=float(terms["contact"]), orientation_difference=float(terms["orientation"]),
+        penetration_depth_m=float(terms["penetration_depth_m"]),
+        losses={k: float(v) for k, v in terms.items() if k != "heat_robot"}, timings_s=timings)

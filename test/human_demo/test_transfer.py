@@ -1,0 +1,99 @@
+"""Transfer of a human demonstration to the Allegro: the three steps, the output, and refusals."""
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
+from getagrip_ros.human_demo.human_hand import HumanHandModelConfig, human_hand_model, model_keypoints, palm_vectors
+from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, initial_palm_pose, transfer_grasp
+from getagrip_ros.synthesis.hand_model import AllegroModelConfig, SurfaceSamplingConfig, allegro_hand_model
+from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
+
+F64 = torch.float64
+FAST = TransferConfig(num_object_points=1000, finger_iterations=20, iterations=40, lr_drop_at=30)
+
+
+@pytest.fixture(scope="module")
+def cylinder_sdf():
+    """A 7 cm x 12 cm can standing on the table (z = 0)."""
+    can = trimesh.creation.cylinder(radius=0.035, height=0.12)
+    can.apply_translation((0.0, 0.0, 0.06))
+    return ObjectSDF.from_mesh(can, SDFConfig(resolution=40))
+
+
+@pytest.fixture(scope="module")
+def allegro():
+    return allegro_hand_model(AllegroModelConfig(contact_links="all", sampling=SurfaceSamplingConfig(num_samples=800)))
+
+
+@pytest.fixture(scope="module")
+def side_grasp():
+    """A hand-posed power grasp: the palm on the can's side (+x), facing it, the fingers around it."""
+    human = human_hand_model(HumanHandModelConfig(sampling=SurfaceSamplingConfig(num_samples=100)))
+    x, z = torch.tensor([-1.0, 0.0, 0.0], dtype=F64), torch.tensor([0.0, 1.0, 0.0], dtype=F64)
+    T = torch.eye(4, dtype=F64)
+    T[:3, :3] = torch.stack([x, torch.linalg.cross(z, x), z], 1)
+    T[:3, 3] = torch.tensor([0.048, -0.085, 0.06], dtype=F64)
+    q = torch.zeros(1, 20, dtype=F64)
+    names = human.tree.joint_names
+    for finger in ("index", "middle", "ring", "pinky"):
+        for joint, angle in (("mcp", 0.4), ("pip", 0.8), ("dip", 0.3)):
+            q[0, names.index(f"{finger}_{joint}")] = angle
+    q[0, names.index("thumb_mcp")] = 0.4
+    keypoints = model_keypoints(human, T[None], q)[0]
+    return HumanDemonstration("keypoints21", "object", keypoints.numpy())
+
+
+def test_step_a_puts_the_allegro_palm_on_the_human_palm(side_grasp):
+    keypoints = torch.as_tensor(side_grasp.keypoints_m)
+    T = initial_palm_pose(keypoints)
+    n, f = palm_vectors(keypoints)
+    assert torch.allclose(T[:3, 0], n) and torch.allclose(T[:3, 2], f)
+    assert torch.allclose(T[:3, :3].T @ T[:3, :3], torch.eye(3, dtype=F64)) and torch.det(T[:3, :3]) > 0
+    assert torch.allclose(T[:3, 3], keypoints[[5, 9, 13, 17]].mean(0))
+
+
+def test_transfer_touches_where_the_human_did(side_grasp, allegro, cylinder_sdf):
+    start = transfer_grasp(side_grasp, allegro, cylinder_sdf, TransferConfig(num_object_points=1000, finger_iterations=0,
+                                                                            iterations=0), T_object_table=np.eye(4))
+    result = transfer_grasp(side_grasp, allegro, cylinder_sdf, FAST, T_object_table=np.eye(4))
+    # the heatmaps come closer than the open hand at the human palm, the orientation stays the human's
+    assert start.orientation_difference < 1e-9
+    assert result.contact_heatmap_difference < start.contact_heatmap_difference - 0.02, (
+        result.contact_heatmap_difference, start.contact_heatmap_difference)
+    assert result.contact_heatmap_difference < 0.25 and result.orientation_difference < 0.3
+    assert result.penetration_depth_m < 0.006
+    assert result.heatmap_robot.max() > 0.9  # the Allegro touches the can
+    # the human contact is on the +x side of the can; so is the Allegro's
+    assert (result.object_points_m[result.heatmap_robot > 0.5, 0] > -0.01).float().mean() > 0.8
+    grasp = result.grasp
+    assert isinstance(grasp, Grasp) and len(grasp) == 1 and grasp.frame_id == "object"
+    lower, upper = allegro.lower_limits_rad, allegro.upper_limits_rad
+    assert ((result.joint_angles_rad >= lower - 1e-9) & (result.joint_angles_rad <= upper + 1e-9)).all()
+    assert torch.allclose(grasp.fingertip_directions.norm(dim=-1), torch.ones(1, 4, dtype=F64))
+    assert set(result.timings_s) == {"init_s", "fingers_s", "optimise_s", "total_s"}
+
+
+def test_a_mano_demonstration_uses_its_vertices(side_grasp, allegro, cylinder_sdf):
+    # the keypoint hand's capsule axes stand in for 778 mesh vertices: its heatmap is that of a thin hand
+    rng = np.random.default_rng(0)
+    k = side_grasp.keypoints_m
+    a, b = rng.integers(0, 21, 778), rng.integers(0, 21, 778)
+    t = rng.random((778, 1))
+    vertices = k[a] + t * (k[b] - k[a])
+    mano = HumanDemonstration("mano_mesh", "object", k, vertices)
+    result = transfer_grasp(mano, allegro, cylinder_sdf, TransferConfig(num_object_points=500, finger_iterations=0,
+                                                                        iterations=0))
+    assert result.heatmap_human.shape == (500,) and float(result.heatmap_human.max()) <= 1.0
+
+
+def test_refusals_say_why(side_grasp, allegro, cylinder_sdf):
+    far = HumanDemonstration("keypoints21", "object", side_grasp.keypoints_m + np.array([0.3, 0.0, 0.0]))
+    with pytest.raises(TransferError, match="cm from the object"):
+        transfer_grasp(far, allegro, cylinder_sdf, FAST)
+    elsewhere = HumanDemonstration("keypoints21", "camera", side_grasp.keypoints_m)
+    with pytest.raises(TransferError, match="frame 'camera'"):
+        transfer_grasp(elsewhere, allegro, cylinder_sdf, FAST)
