@@ -7,9 +7,11 @@
     getagrip-plan-grasps cloud.npy --sampler graspd --evaluator none --graspd-grasps 32 --graspd-steps 500
     getagrip-plan-grasps cloud.npy --mesh object_mesh.obj --sampler graspd   # graspd's SDF from extraction's mesh
     getagrip-plan-grasps --mesh object.obj --sampler graspd                  # points drawn on the mesh
+    getagrip-plan-grasps cloud.npy --sampler human_demo --human-demo demo.json --evaluator none   # as a human did
 
 The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or text .xyz/.txt); a mesh
-(.obj, .ply, .stl) is in the same frame.
+(.obj, .ply, .stl) and a human demonstration (JSON: 21 keypoints or a MANO mesh, see
+``getagrip_ros.human_demo.demonstration``) are in the same frame.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="graspd sampler: grasps synthesised (at least --num-grasps; --num-samples does not apply)")
     parser.add_argument("--graspd-steps", type=int, default=graspd.synthesis.num_steps,
                         help="graspd sampler: gradient steps of the synthesis")
+    parser.add_argument("--human-demo", type=Path, help="human_demo sampler: a human grasp demonstration (JSON) "
+                        "in the cloud's frame")
     for field in dataclasses.fields(ModelFiles):
         parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default,
                             help=f"file, 'shipped' (the package's own) or '' (none); default {field.default!r}")
@@ -70,6 +74,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give a point cloud file, --mesh MESH (or both), or --nerf CONFIG")
     if args.graspd_grasps < 1 or args.graspd_steps < 1:
         parser.error(f"--graspd-grasps and --graspd-steps must be >= 1, got {args.graspd_grasps}, {args.graspd_steps}")
+    if (args.sampler == "human_demo") != (args.human_demo is not None):
+        parser.error("--sampler human_demo and --human-demo DEMO.json go together")
+    demonstration = None
+    if args.human_demo is not None:
+        from getagrip_ros.human_demo.demonstration import DemonstrationError, load_demonstration
+
+        try:
+            demonstration = load_demonstration(args.human_demo)
+        except DemonstrationError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     points = None
     if args.cloud is not None:
         try:
@@ -88,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     request = PlanRequest(frame_id=args.frame_id, points_m=points, num_grasps=args.num_grasps, sampler=args.sampler,
                           evaluator=args.evaluator, refinement_iterations=args.iterations, seed=args.seed,
                           nerf_config_path=None if args.nerf is None else str(args.nerf),
-                          mesh_path=None if args.mesh is None else str(args.mesh))
+                          mesh_path=None if args.mesh is None else str(args.mesh), human_demo=demonstration)
     with tqdm(total=100, unit="%", desc="planning") as bar:
         def progress(stage: str, fraction: float, best: float) -> None:
             bar.set_description(stage)

@@ -26,7 +26,7 @@ The result is the project's 37-D grasp: pre-grasp joints and closing directions 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -87,8 +87,6 @@ class TransferConfig:
     """Object points whose human heatmap is at least this are the human contact region (d <= tau ln 2 = 7 mm)."""
     max_demo_distance_m: float = 0.02
     """A demonstration whose hand comes no closer than this to the object is refused."""
-    pregrasp: SynthesisConfig = field(default_factory=SynthesisConfig)
-    """The pre-grasp settings (its ``pregrasp*`` fields) of :func:`allegro_grasp`."""
 
 
 class TransferError(ValueError):
@@ -137,6 +135,14 @@ def initial_palm_pose(keypoints_m: torch.Tensor) -> torch.Tensor:
     return T
 
 
+def _nearest_distance(points: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
+    """(N,) distance of each point to its nearest other point: the pair chosen without gradient, then differentiated
+    alone (the gradient of the minimum, without a backward through the whole distance matrix)."""
+    with torch.no_grad():
+        nearest = torch.cdist(points, others).argmin(-1)
+    return (points - others[nearest]).norm(dim=-1)
+
+
 class _Objective:
     """The loss terms of one grasp on one object and demonstration."""
 
@@ -153,10 +159,12 @@ class _Objective:
         samples, normals = hand.surface(T_link)
         samples, normals = samples[0], normals[0]
         d_robot, grad = self.sdf.query(samples, 0.0)
-        heat_robot = contact_heatmap(torch.cdist(self.points, samples).amin(-1), self.config.tau_m)
+        heat_robot = contact_heatmap(_nearest_distance(self.points, samples), self.config.tau_m)
         centres = hand.sphere_centres(T_link)[0]
         radii = hand.sphere_radii_m.to(centres)
-        inside_robot = (radii - torch.cdist(self.points, centres)).clamp_min(0).amax(-1)
+        with torch.no_grad():
+            deepest = (radii - torch.cdist(self.points, centres)).argmax(-1)
+        inside_robot = (radii[deepest] - (self.points - centres[deepest]).norm(dim=-1)).clamp_min(0)
         push = torch.tanh((-d_robot).clamp_min(0) / c.alpha2_m).sum() + torch.tanh(inside_robot / c.alpha2_m).sum()
         pull = torch.tanh(d_robot.clamp(0.0, c.delta_m) / c.beta2_m).sum()
         near = d_robot.abs() < c.delta_m
@@ -193,8 +201,9 @@ class _Objective:
 
 def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: ObjectSDF,
                    config: TransferConfig = TransferConfig(), T_object_table: Optional[np.ndarray] = None,
-                   seed: int = 0) -> TransferResult:
-    """Transfer `demonstration` (in the object frame, the SDF's) to the Allegro `hand` (see the module docstring).
+                   seed: int = 0, pregrasp: SynthesisConfig = SynthesisConfig()) -> TransferResult:
+    """Transfer `demonstration` (in the object frame, the SDF's) to the Allegro `hand` (see the module docstring);
+    the pre-grasp is made by :func:`allegro_grasp` with the ``pregrasp*`` settings of `pregrasp`.
 
     Raises :class:`TransferError` when the demonstration's hand is farther than ``max_demo_distance_m`` from the
     object."""
@@ -270,7 +279,7 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
         q_final = q.detach()
         terms = objective.terms(T, q_final)
         q_clamped, _, tip_normals = fingertip_contacts(hand, sdf, T[None], q_final[None])
-    grasp, _, _ = allegro_grasp(T[None], q_clamped, tip_normals, hand, sdf, T_table_object, config.pregrasp)
+    grasp, _, _ = allegro_grasp(T[None], q_clamped, tip_normals, hand, sdf, T_table_object, pregrasp)
     timings["total_s"] = time.monotonic() - started
     return TransferResult(
         grasp=grasp, T_object_palm=T, joint_angles_rad=q_clamped[0], object_points_m=points,

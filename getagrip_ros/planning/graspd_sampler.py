@@ -166,6 +166,30 @@ def object_sdf(points_m: np.ndarray, frame_id: str, config: "GraspdSamplerConfig
     return ObjectSDF.from_point_cloud(points, normals, config.sdf, frame_id=frame_id), method
 
 
+def planning_object_sdf(obj: PlanningObject, config: "GraspdSamplerConfig") -> tuple[ObjectSDF, str, str]:
+    """The SDF of a planning object (its frame): from its mesh when it has one and ``config.sdf_from_mesh``, else
+    from its cloud (:func:`object_sdf`). Returns the SDF, its source ("mesh" or the cloud normals' method) and a
+    note ("" or why the mesh was not used).
+
+    Raises:
+        StageError(INVALID_GOAL): no cloud (a BPS-only goal), or one the SDF cannot be built from.
+    """
+    if obj.points_m is None:
+        raise StageError(StatusCode.INVALID_GOAL, "this sampler needs a point cloud, a mesh or a NeRF (it builds the "
+                         "object's SDF from them); with a BPS only, use the diffusion or fixed sampler")
+    note = ""
+    if obj.mesh is not None and config.sdf_from_mesh:
+        try:
+            return ObjectSDF.from_mesh(obj.mesh, config.sdf, obj.frame_id, "object"), "mesh", note
+        except ValueError as err:  # e.g. a fused mesh the repair cannot close
+            note = f"; SDF from the cloud: the mesh's failed ({err})"
+    try:
+        sdf, method = object_sdf(obj.points_m, obj.frame_id, config)
+    except ValueError as err:
+        raise StageError(StatusCode.INVALID_GOAL, f"cannot build the object's SDF: {err}") from err
+    return sdf, method, note
+
+
 @functools.lru_cache(maxsize=4)
 def graspd_hand_model(config: AllegroModelConfig) -> HandModel:
     """The Allegro hand model of `config`, built once per process (~1-2 s; read-only afterwards, shared)."""
@@ -229,17 +253,7 @@ class GraspdSampler:
                              "builds the object's SDF from them); with a BPS only, use the diffusion or fixed sampler")
         started = time.monotonic()
         step(0.0)
-        sdf, source_note = None, ""
-        if obj.mesh is not None and self.config.sdf_from_mesh:
-            try:
-                sdf, sdf_source = ObjectSDF.from_mesh(obj.mesh, self.config.sdf, obj.frame_id, "object"), "mesh"
-            except ValueError as err:  # e.g. a fused mesh the repair cannot close
-                source_note = f"; SDF from the cloud: the mesh's failed ({err})"
-        if sdf is None:
-            try:
-                sdf, sdf_source = object_sdf(obj.points_m, obj.frame_id, self.config)  # source: the normals' method
-            except ValueError as err:
-                raise StageError(StatusCode.INVALID_GOAL, f"cannot build the object's SDF: {err}") from err
+        sdf, sdf_source, source_note = planning_object_sdf(obj, self.config)
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         starts = self._starts(sdf, num, generator, step)
         options = SynthesisOptions(num_grasps=num, seed=seed, T_object_table=np.eye(4), should_stop=should_stop,

@@ -3,7 +3,7 @@
 Samplers: ``heuristic`` (geometric), ``fixed`` (a set of good grasps), ``diffusion`` (the BPS diffusion model) and
 ``graspd`` (gradient-descent synthesis through a differentiable contact model; slow, anytime: its deadline keeps a
 share of the plan's time limit and returns the grasps found so far, and without an evaluator its grasps keep their
-physics-score order).
+physics-score order) and ``human_demo`` (the request's human demonstration transferred to the hand: one grasp).
 
 Pure Python/torch (no rclpy). The ROS node, the CLI, the demo and the benchmarks all call
 :meth:`GraspPlanner.plan`, which never raises: bad input, missing models, cancellation and timeouts end
@@ -26,6 +26,7 @@ from getagrip_ros.grasp.closing import ClosingConfig, closing_targets
 from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask, cable_filter_rotation_mask
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.perturb import PerturbationConfig
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.models.bps_evaluator import Y_PGS
 from getagrip_ros.models.checkpoints import CheckpointError, LoadedModel, load_checkpoint
 from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
@@ -33,6 +34,7 @@ from getagrip_ros.planning.evaluators import (BpsGraspEvaluator, GeometryGraspEv
                                               ScoreFn)
 from getagrip_ros.planning.graspd_sampler import GraspdSampler, GraspdSamplerConfig, synthesis_deadline_s
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig
+from getagrip_ros.planning.human_demo_sampler import HumanDemoSamplerConfig, sample_human_demo
 from getagrip_ros.planning.object_input import (PlanningObject, object_from_bps, object_from_mesh, object_from_nerf,
                                                 object_from_points)
 from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
@@ -42,10 +44,12 @@ from getagrip_ros.planning.simulation_evaluator import SimulationEvaluatorConfig
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StageTimer, StatusCode
 
-SAMPLERS = ("heuristic", "fixed", "diffusion", "graspd")
+SAMPLERS = ("heuristic", "fixed", "diffusion", "graspd", "human_demo")
 """Grasp samplers by name."""
-POINT_SAMPLERS = ("heuristic", "graspd")
+POINT_SAMPLERS = ("heuristic", "graspd", "human_demo")
 """Samplers that need the object's points (a BPS-only goal is refused)."""
+DEMONSTRATION_SAMPLERS = ("human_demo",)
+"""Samplers that need a human demonstration in the request."""
 EVALUATORS = ("none", "bps", "nerf", "geometry", "bps+geometry", "sim")
 """Grasp evaluators by name; ``bps+geometry`` ranks by the mean of the two predictions; ``sim`` simulates each grasp
 on the object (:mod:`getagrip_ros.planning.simulation_evaluator`)."""
@@ -95,6 +99,8 @@ class GraspPlannerConfig:
     graspd: GraspdSamplerConfig = field(default_factory=GraspdSamplerConfig)
     """Grasp'D synthesis: it synthesises max(graspd.num_grasps, the request's num_grasps) grasps (num_samples does
     not apply) and stops at plan start + time limit * (1 - graspd.deadline_reserve_fraction)."""
+    human_demo: HumanDemoSamplerConfig = field(default_factory=HumanDemoSamplerConfig)
+    """The transfer of a human demonstration (its object SDF is built with the graspd settings)."""
     simulation: SimulationEvaluatorConfig = field(default_factory=SimulationEvaluatorConfig)
     """The ``sim`` evaluator: grasps executed in MuJoCo on a model of the object (it scores the sampler's first
     simulation.max_grasps grasps and does not refine)."""
@@ -136,6 +142,8 @@ class PlanRequest:
     """A triangle mesh file of the object's surface (.obj, .ply, .stl; metres, in frame_id). Alone: the object's
     points are sampled on it. With points_m: the points stay the object's (the evaluators and the other samplers
     use them) and the graspd sampler builds its SDF from the mesh."""
+    human_demo: HumanDemonstration | None = None
+    """A human grasp demonstration in frame_id: the human_demo sampler's input (required by it, refused by the others)."""
     num_grasps: int = 40
     sampler: str = "heuristic"
     evaluator: str = "none"
@@ -248,6 +256,13 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
     if request.sampler in POINT_SAMPLERS and request.bps is not None:
         raise StageError(StatusCode.INVALID_GOAL, f"the {request.sampler} sampler needs a point cloud or a NeRF; "
                          "with a BPS only, use the diffusion or fixed sampler")
+    if (request.sampler in DEMONSTRATION_SAMPLERS) != (request.human_demo is not None):
+        raise StageError(StatusCode.INVALID_GOAL, "the human_demo sampler needs a human demonstration" if
+                         request.human_demo is None else f"a human demonstration is used by the human_demo sampler "
+                         f"only, not by {request.sampler!r}")
+    if request.human_demo is not None and request.human_demo.frame_id != request.frame_id:
+        raise StageError(StatusCode.INVALID_GOAL, f"the human demonstration is in frame {request.human_demo.frame_id!r}, "
+                         f"the object in {request.frame_id!r}: transform it first")
     if request.evaluator == "nerf" and request.nerf_config_path is None:
         raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source (nerf_config_path)")
     if request.evaluator == "sim" and request.bps is not None:
@@ -414,7 +429,7 @@ class GraspPlanner:
         limits = (self.hand.lower_limits_rad.cpu().double(), self.hand.upper_limits_rad.cpu().double())
 
         with timer.stage("models"):  # fail fast on a missing model, before any heavy work
-            sampler = self._sampler(request.sampler)
+            sampler = None if request.sampler == "human_demo" else self._sampler(request.sampler)
             evaluator = None if request.evaluator == "none" else self._evaluator(request.evaluator)
         with timer.stage("object"):
             report("object", 0.0, nan)
@@ -436,18 +451,25 @@ class GraspPlanner:
                 synthesised = sampler.synthesize(obj, num_samples, generator, synthesis_step,
                                                  deadline_monotonic_s=graspd_deadline_monotonic_s)
                 samples, sampler_note = synthesised.grasps, synthesised.note
+            elif request.sampler == "human_demo":
+                seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+                transferred = sample_human_demo(obj, request.human_demo, cfg.human_demo, cfg.graspd, seed, sampling_step)
+                samples, sampler_note = transferred.grasps, transferred.note
             else:
                 samples = sampler.sample(obj, num_samples, generator, sampling_step)
             samples.joint_angles_rad = torch.maximum(torch.minimum(samples.joint_angles_rad, limits[1]), limits[0])
         with timer.stage("filtering"):
+            sampled = len(samples) if request.sampler in DEMONSTRATION_SAMPLERS else num_samples
             if cfg.apply_cable_filter:
                 samples = samples[cable_filter_mask(samples, cfg.cable_filter)]
             if len(samples) == 0:
-                raise StageError(StatusCode.NO_RESULT, f"none of the {num_samples} sampled grasps passed the filters")
+                raise StageError(StatusCode.NO_RESULT, f"none of the {sampled} sampled grasps passed the filters"
+                                 f"{' (the cable filter)' if cfg.apply_cable_filter else ''}")
 
         if evaluator is None:
             chosen = samples[: request.num_grasps]  # graspd: best physics score first
-            order = "ranked by the graspd physics score" if graspd else "unranked"
+            order = {"graspd": "ranked by the graspd physics score", "human_demo": "the demonstrated grasp"}.get(
+                request.sampler, "unranked")
             labels, note = torch.full((len(chosen), 3), nan), f" ({order}: no evaluator, no refinement)"
         else:
             chosen, labels, note = self._rank_and_refine(request, obj, evaluator, samples, generator, limits, timer,

@@ -31,7 +31,7 @@ import yaml
 
 from getagrip_ros.objects.catalog import SETS as NAMED_SETS
 from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES
-from getagrip_ros.planning.planner import EVALUATORS, SAMPLERS
+from getagrip_ros.planning.planner import DEMONSTRATION_SAMPLERS, EVALUATORS, SAMPLERS
 from getagrip_ros.serialization import json_default, torch_dtype
 from getagrip_ros.task.config import GraspTaskConfig
 from getagrip_ros.task.in_process import StackConfig
@@ -41,7 +41,8 @@ MODEL_SETTINGS = {"fixed": ("fixed_grasps",), "diffusion": ("bps_sampler",), "bp
                   "geometry": ("geometry_evaluator",), "bps+geometry": ("bps_evaluator", "geometry_evaluator"),
                   "nerf": ("nerf_evaluator",)}
 """The planner's model files (`planning.planner.ModelFiles` fields) each sampler and evaluator needs."""
-_METHOD_HELP = (f"a method is sampler+evaluator, e.g. fixed+geometry; samplers: {', '.join(SAMPLERS)}; "
+_METHOD_HELP = (f"a method is sampler+evaluator, e.g. fixed+geometry; samplers: "
+                f"{', '.join(s for s in SAMPLERS if s not in DEMONSTRATION_SAMPLERS)}; "
                 f"evaluators: {', '.join(EVALUATORS)}")
 
 
@@ -72,6 +73,9 @@ class BenchmarkProtocol:
             if not isinstance(m, str) or not all(m.partition("+")[::2]):  # the evaluator may hold a "+" (bps+geometry)
                 raise ValueError(f"method {m!r} is not sampler+evaluator; {_METHOD_HELP}")
             sampler, evaluator = m.split("+", 1)
+            if sampler in DEMONSTRATION_SAMPLERS:
+                raise ValueError(f"method {m!r}: the {sampler} sampler needs a demonstration per object, which a "
+                                 "benchmark protocol does not hold yet")
             if sampler not in SAMPLERS:
                 raise ValueError(f"unknown sampler {sampler!r} in method {m!r}; {_METHOD_HELP}")
             if evaluator not in EVALUATORS:

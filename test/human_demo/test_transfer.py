@@ -7,10 +7,11 @@ import trimesh
 
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
-from getagrip_ros.human_demo.human_hand import HumanHandModelConfig, human_hand_model, model_keypoints, palm_vectors
+from getagrip_ros.human_demo.human_hand import palm_vectors
 from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, initial_palm_pose, transfer_grasp
 from getagrip_ros.synthesis.hand_model import AllegroModelConfig, SurfaceSamplingConfig, allegro_hand_model
 from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
+from .demos import side_power_grasp
 
 F64 = torch.float64
 FAST = TransferConfig(num_object_points=1000, finger_iterations=20, iterations=40, lr_drop_at=30)
@@ -32,19 +33,7 @@ def allegro():
 @pytest.fixture(scope="module")
 def side_grasp():
     """A hand-posed power grasp: the palm on the can's side (+x), facing it, the fingers around it."""
-    human = human_hand_model(HumanHandModelConfig(sampling=SurfaceSamplingConfig(num_samples=100)))
-    x, z = torch.tensor([-1.0, 0.0, 0.0], dtype=F64), torch.tensor([0.0, 1.0, 0.0], dtype=F64)
-    T = torch.eye(4, dtype=F64)
-    T[:3, :3] = torch.stack([x, torch.linalg.cross(z, x), z], 1)
-    T[:3, 3] = torch.tensor([0.048, -0.085, 0.06], dtype=F64)
-    q = torch.zeros(1, 20, dtype=F64)
-    names = human.tree.joint_names
-    for finger in ("index", "middle", "ring", "pinky"):
-        for joint, angle in (("mcp", 0.4), ("pip", 0.8), ("dip", 0.3)):
-            q[0, names.index(f"{finger}_{joint}")] = angle
-    q[0, names.index("thumb_mcp")] = 0.4
-    keypoints = model_keypoints(human, T[None], q)[0]
-    return HumanDemonstration("keypoints21", "object", keypoints.numpy())
+    return side_power_grasp()
 
 
 def test_step_a_puts_the_allegro_palm_on_the_human_palm(side_grasp):

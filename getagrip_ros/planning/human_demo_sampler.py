@@ -1,0 +1,77 @@
+"""The human_demo sampler: the grasp a human demonstrated, transferred to the Allegro hand.
+
+Pure Python/torch (no rclpy). The object's SDF is built as the graspd sampler builds it (from the goal's mesh, else
+from its cloud: :func:`getagrip_ros.planning.graspd_sampler.planning_object_sdf`), then
+:func:`getagrip_ros.human_demo.transfer.transfer_grasp` turns the demonstration (in the goal's frame) into one
+37-D grasp in that frame. A demonstration farther than 2 cm from the object, or in another frame, is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
+from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, TransferResult, transfer_grasp
+from getagrip_ros.planning.graspd_sampler import GraspdSamplerConfig, planning_object_sdf
+from getagrip_ros.planning.object_input import PlanningObject
+from getagrip_ros.status import StageError, StatusCode
+from getagrip_ros.synthesis.hand_model import AllegroModelConfig, HandModel, SurfaceSamplingConfig, allegro_hand_model
+
+
+@dataclass(frozen=True)
+class HumanDemoSamplerConfig:
+    """Settings of the human_demo sampler."""
+
+    transfer: TransferConfig = field(default_factory=TransferConfig)
+    """The optimisation (losses, steps, learning rates; the seed's numbers)."""
+    hand: AllegroModelConfig = AllegroModelConfig(contact_links="all", sampling=SurfaceSamplingConfig(num_samples=1000))
+    """The Allegro's surface for the heatmaps and the interpenetration terms (1000 samples: a transfer takes ~5 s on
+    2 cores; 3000: ~9 s, the same similarity)."""
+
+
+@functools.lru_cache(maxsize=2)
+def human_demo_hand_model(config: AllegroModelConfig) -> HandModel:
+    """The Allegro hand model of `config`, built once per process (~1 s)."""
+    return allegro_hand_model(config)
+
+
+@dataclass
+class HumanDemoSample:
+    grasps: Grasp
+    """One grasp in the object's frame."""
+    transfer: TransferResult
+    note: str
+
+
+def sample_human_demo(obj: PlanningObject, demonstration: HumanDemonstration, config: HumanDemoSamplerConfig,
+                      object_config: GraspdSamplerConfig, seed: int, step: Callable[[float], None]) -> HumanDemoSample:
+    """Transfer `demonstration` onto `obj`; `object_config` (graspd's settings) says how the object's SDF is built
+    and how the pre-grasp leaves the contact.
+
+    `step(fraction)` is called before the SDF, before the transfer and at the end, and may raise (a cancel).
+
+    Raises:
+        StageError(INVALID_GOAL): a demonstration in another frame or far from the object, or an object whose SDF
+            cannot be built.
+    """
+    if demonstration.frame_id != obj.frame_id:
+        raise StageError(StatusCode.INVALID_GOAL, f"the demonstration is in frame {demonstration.frame_id!r}, the "
+                         f"object in {obj.frame_id!r}")
+    step(0.0)
+    sdf, source, note = planning_object_sdf(obj, object_config)
+    step(0.2)
+    try:
+        result = transfer_grasp(demonstration, human_demo_hand_model(config.hand), sdf, config.transfer,
+                                T_object_table=np.eye(4), seed=seed, pregrasp=object_config.synthesis)
+    except TransferError as err:
+        raise StageError(StatusCode.INVALID_GOAL, f"human demonstration: {err}") from err
+    step(1.0)
+    note += (f"; transferred from the human demonstration (contact heatmap difference "
+             f"{result.contact_heatmap_difference:.3f}, orientation difference {result.orientation_difference:.3f}"
+             f"{', SDF from the mesh' if source == 'mesh' else ''})")
+    return HumanDemoSample(result.grasp, result, note)
