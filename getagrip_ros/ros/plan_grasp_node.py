@@ -18,10 +18,12 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from visualization_msgs.msg import MarkerArray
 
 from getagrip_interfaces.action import PlanGrasp
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig
 from getagrip_ros.ros.actions import RunningGoal, StackNode, accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import planned_grasps_to_msgs, timings_to_msgs
@@ -70,6 +72,17 @@ class PlanGraspNode(StackNode):
         self.server = accepting_action_server(self, PlanGrasp, "plan_grasp", self.execute)
         self.get_logger().info(f"plan_grasp ready (device {self.config.device}, {self.config.num_samples} samples)")
 
+    def _demonstration_in_object_frame(self, request) -> HumanDemonstration | None:
+        """The goal's demonstration in the object's frame: the object frames are all the robot base (identity);
+        any other frame is unknown here (ValueError)."""
+        demo = request.human_demo
+        if demo is None or demo.frame_id == request.frame_id:
+            return demo
+        if demo.frame_id in self.config.object_frames and request.frame_id in self.config.object_frames:
+            return demo.transformed(np.eye(4), request.frame_id)
+        raise ValueError(f"the human demonstration is in frame {demo.frame_id!r}, unknown to this node; give it in "
+                         f"the object's frame {request.frame_id!r} (or one of {list(self.config.object_frames)})")
+
     def _wait_turn(self, goal: RunningGoal) -> tuple[StatusCode, str] | None:
         """Join the queue and wait to be its head; returns (status, reason) if the goal ends before planning."""
         token = object()
@@ -104,6 +117,7 @@ class PlanGraspNode(StackNode):
             if (request.points_m is not None or request.mesh_path) and request.frame_id not in self.config.object_frames:
                 raise ValueError(f"the object data is in frame {request.frame_id!r}; this node plans in "
                                  f"{list(self.config.object_frames)} (z up, the table top at z = 0): transform it first")
+            request.human_demo = self._demonstration_in_object_frame(request)
         except (ValueError, TypeError) as err:  # UnsafeFile included
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         with self.running(goal_handle, "plan_grasp") as goal:

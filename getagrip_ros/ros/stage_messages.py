@@ -11,7 +11,11 @@ import math
 import numpy as np
 from sensor_msgs.msg import JointState as JointStateMsg
 
+from geometry_msgs.msg import Point
+
 from getagrip_interfaces.action import CaptureImages, ExecuteGrasp, ExtractObject, PlanGrasp, PlanMotion, ResetWorld, TrainNerf
+from getagrip_interfaces.msg import HumanDemonstration as HumanDemonstrationMsg
+from getagrip_ros.human_demo.demonstration import HumanDemonstration, demonstration_from_dict
 from getagrip_ros.motion.planner import GraspStages
 from getagrip_ros.perception.capture import CaptureRequest
 from getagrip_ros.planning.planner import PlanRequest
@@ -94,7 +98,29 @@ def plan_goal(request: PlanRequest) -> PlanGrasp.Goal:
                           mesh_frame_id=request.frame_id)
     if request.points_m is not None:
         goal.point_cloud = numpy_to_point_cloud2(request.points_m, request.frame_id)
+    if request.human_demo is not None:
+        goal.human_demo = human_demo_to_msg(request.human_demo)
     return goal
+
+
+def human_demo_to_msg(demonstration: HumanDemonstration) -> HumanDemonstrationMsg:
+    msg = HumanDemonstrationMsg(format=demonstration.format, handedness=demonstration.handedness)
+    msg.header.frame_id = demonstration.frame_id
+    msg.keypoints = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in demonstration.keypoints_m]
+    if demonstration.vertices_m is not None:
+        msg.vertices = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in demonstration.vertices_m]
+    return msg
+
+
+def human_demo_from_msg(msg: HumanDemonstrationMsg) -> HumanDemonstration | None:
+    """None for an empty format; DemonstrationError (a ValueError) naming what is wrong otherwise."""
+    if not msg.format:
+        return None
+    data = {"format": msg.format, "frame_id": msg.header.frame_id, "handedness": msg.handedness or "right",
+            "keypoints_m" if msg.format == "keypoints21" else "joints_m": [[p.x, p.y, p.z] for p in msg.keypoints]}
+    if msg.format == "mano_mesh":
+        data["vertices_m"] = [[p.x, p.y, p.z] for p in msg.vertices]
+    return demonstration_from_dict(data)
 
 
 def plan_request(goal: PlanGrasp.Goal) -> PlanRequest:
@@ -126,6 +152,7 @@ def plan_request(goal: PlanGrasp.Goal) -> PlanRequest:
         raise ValueError(f"unknown object_source {goal.object_source} (0 = point cloud, 1 = BPS, 2 = NeRF, 3 = mesh)")
     if not request.frame_id:
         raise ValueError("the object data has no frame_id")
+    request.human_demo = human_demo_from_msg(goal.human_demo)
     return request
 
 

@@ -93,3 +93,23 @@ def test_grasp_messages_round_trip_and_reorder_joints_by_name():
     msgs[2].header.frame_id = "table"
     with pytest.raises(ValueError, match="different frames"):
         grasp_msgs_to_core(msgs)
+
+
+def test_human_demonstrations_round_trip_through_plan_grasp_goals():
+    from getagrip_ros.human_demo.demonstration import REFERENCE_KEYPOINTS_M, DemonstrationError, HumanDemonstration
+    from getagrip_ros.planning.planner import PlanRequest
+    from getagrip_ros.ros.stage_messages import human_demo_from_msg, human_demo_to_msg, plan_goal, plan_request
+
+    rng = np.random.default_rng(0)
+    mano = HumanDemonstration("mano_mesh", "world", REFERENCE_KEYPOINTS_M + 0.5, rng.normal(size=(778, 3)), "left")
+    request = PlanRequest(frame_id="world", points_m=rng.uniform(0.0, 0.1, (50, 3)), sampler="human_demo",
+                          human_demo=mano)
+    back = plan_request(plan_goal(request)).human_demo
+    assert back.format == "mano_mesh" and back.handedness == "left" and back.frame_id == "world"
+    np.testing.assert_allclose(back.keypoints_m, mano.keypoints_m)
+    np.testing.assert_allclose(back.vertices_m, mano.vertices_m)
+    assert plan_request(plan_goal(PlanRequest(frame_id="world", points_m=request.points_m))).human_demo is None
+    msg = human_demo_to_msg(HumanDemonstration("keypoints21", "world", REFERENCE_KEYPOINTS_M))
+    msg.keypoints = msg.keypoints[:20]
+    with pytest.raises(DemonstrationError, match="21 points"):
+        human_demo_from_msg(msg)

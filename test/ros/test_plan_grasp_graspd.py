@@ -1,9 +1,11 @@
 """A plan_grasp node process with graspd parameters serves graspd goals (feedback, physics-score ranking, and ranking
-by the simulation evaluator)."""
+by the simulation evaluator) and human_demo goals (a demonstration message in, its grasp out; bad ones refused)."""
 
 import numpy as np
 
-from getagrip_ros.objects.primitives import box_surface_points
+from getagrip_ros.objects.primitives import box_surface_points, cylinder_surface_points
+
+from ..human_demo.demos import side_power_grasp
 
 
 def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, rclpy_node):
@@ -16,9 +18,12 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
     from getagrip_ros.ros.client import call_action
     from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
     from getagrip_ros.ros.processes import NodeProcess
+    from getagrip_ros.ros.stage_messages import human_demo_to_msg
 
     fast = {"graspd.num_grasps": 4, "graspd.synthesis.num_steps": 40, "graspd.synthesis.chunk_steps": 10,
-            "graspd.sdf.resolution": 48, "graspd.hand.contact_links": "distal", "simulation.num_trials": 1}
+            "graspd.sdf.resolution": 48, "graspd.hand.contact_links": "distal", "simulation.num_trials": 1,
+            "human_demo.transfer.num_object_points": 800, "human_demo.transfer.finger_iterations": 20,
+            "human_demo.transfer.iterations": 30, "human_demo.transfer.lr_drop_at": 20}
     no_models = {f"models.{name}": '""' for name in ("bps_evaluator", "bps_sampler", "fixed_grasps", "geometry_evaluator")}
     args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml"))]
     for name, value in {**fast, **no_models}.items():
@@ -34,6 +39,22 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
             status, result = call_action(rclpy_node, client, goal, timeout_s=90, feedback=feedback.append)
             goal.evaluator = "sim"  # the same cloud, each grasp simulated on a surface made of it
             sim_status, sim_result = call_action(rclpy_node, client, goal, timeout_s=120)
+            demo = side_power_grasp(centre_xy_m=(0.65, 0.0), radius_m=0.04, height_m=0.05, frame_id="fr3_link0",
+                                    azimuth_deg=-90.0)
+            goal = PlanGrasp.Goal(object_source=PlanGrasp.Goal.SOURCE_POINT_CLOUD, sampler="human_demo",
+                                  evaluator="none", num_grasps=1, timeout_s=60.0,
+                                  human_demo=human_demo_to_msg(demo))
+            goal.point_cloud = numpy_to_point_cloud2(cylinder_surface_points(0.04, 0.10, (0.65, 0.0)), "world")
+            demo_status, demo_result = call_action(rclpy_node, client, goal, timeout_s=90)
+            refused = []
+            for change in ({"frame_id": "camera"}, {"nan": True}, {"format": ""}):
+                bad = human_demo_to_msg(demo)
+                bad.header.frame_id = change.get("frame_id", bad.header.frame_id)
+                bad.format = change.get("format", bad.format)
+                if change.get("nan"):
+                    bad.keypoints[4].x = float("nan")
+                goal.human_demo = bad
+                refused.append(call_action(rclpy_node, client, goal, timeout_s=30)[1].status)
         finally:
             client.destroy()
         assert status == GoalStatus.STATUS_SUCCEEDED, (result.status.reason, server.output())
@@ -45,4 +66,11 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
         assert "ranked by the sim evaluator" in sim_result.status.reason and "no refinement" in sim_result.status.reason
         y_pgs = [g.y_pgs for g in sim_result.grasps]
         assert 1 <= len(y_pgs) <= 4 and all(y in (0.0, 1.0) for y in y_pgs) and y_pgs == sorted(y_pgs, reverse=True)
+        assert demo_status == GoalStatus.STATUS_SUCCEEDED, (demo_result.status.reason, server.output())
+        assert "transferred from the human demonstration" in demo_result.status.reason and len(demo_result.grasps) == 1
+        transferred, _ = grasp_msgs_to_core(list(demo_result.grasps))
+        assert transferred.frame_id == "world" and transferred.palm_position_m[0, 1] < -0.03  # on the can's -y side
+        assert all(s.code == Status.INVALID_GOAL for s in refused), [s.reason for s in refused]
+        assert "frame 'camera', unknown to this node" in refused[0].reason and "NaN" in refused[1].reason
+        assert "needs a human demonstration" in refused[2].reason
     assert server.process.returncode == 0, server.output()
