@@ -28,7 +28,8 @@ from getagrip_interfaces.action import (
 from getagrip_interfaces.msg import ObjectState
 from getagrip_ros.execution.executor import ExecutionResult
 from getagrip_ros.perception.capture import CaptureRequest
-from getagrip_ros.planning.planner import PlanRequest
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
+from getagrip_ros.planning.planner import DEMONSTRATION_SAMPLERS, PlanRequest
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.robot.backend import ResetReport, WorldReset
 from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, HAND_LINK_NAMES, PALM_LINK
@@ -40,7 +41,8 @@ from getagrip_ros.ros.markers import grasp_markers, outcome_marker
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.ros.stage_messages import (
-    capture_goal, execute_goal, extract_goal, motion_goal, nerf_goal, plan_goal, reset_goal, stages_from_msgs,
+    capture_goal, execute_goal, extract_goal, human_demo_from_msg, motion_goal, nerf_goal, plan_goal, reset_goal,
+    stages_from_msgs,
 )
 from getagrip_ros.status import StatusCode
 from getagrip_ros.task.config import PERCEPTION_BACKENDS, GraspTaskConfig
@@ -257,6 +259,17 @@ class GraspTaskNode(StackNode):
                        evaluator=goal.evaluator or base.evaluator, num_grasps=int(goal.num_grasps or base.num_grasps),
                        seed=int(goal.seed))
 
+    def _goal_demonstration(self, goal: GraspObject.Goal, config: GraspTaskConfig) -> HumanDemonstration | None:
+        """The goal's demonstration in the world frame (ValueError: malformed, in another frame, or not matching the
+        sampler)."""
+        demo = human_demo_from_msg(goal.human_demo)
+        if (config.sampler in DEMONSTRATION_SAMPLERS) != (demo is not None):
+            raise ValueError(f"the {config.sampler} sampler needs a human demonstration" if demo is None else
+                             f"a human demonstration is used by the human_demo sampler only, not by {config.sampler!r}")
+        if demo is not None and demo.frame_id not in (self.config.world_frame, "fr3_link0"):
+            raise ValueError(f"the human demonstration must be in {self.config.world_frame!r}, got {demo.frame_id!r}")
+        return None if demo is None else demo.transformed(np.eye(4), self.config.world_frame)
+
     def execute(self, goal_handle) -> GraspObject.Result:
         goal = goal_handle.request
         result = GraspObject.Result(stage="validation")
@@ -264,6 +277,7 @@ class GraspTaskNode(StackNode):
         try:
             config = self._goal_config(goal)
             check_trial_name(name, config)
+            demonstration = self._goal_demonstration(goal, config)
         except ValueError as err:
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         if not self._busy.acquire(blocking=False):
@@ -276,7 +290,7 @@ class GraspTaskNode(StackNode):
 
                 outcome = self.task.run(position, name, config, running.stopped, feedback,
                                         TrialObject(goal.object_name, bool(goal.place_object), float(goal.object_yaw_rad)),
-                                        running.stop_reason)
+                                        running.stop_reason, demonstration)
         except ValueError as err:  # the trial name was taken meanwhile
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         except Exception as err:  # noqa: BLE001 - the trial record itself could not be written (e.g. trials_dir)

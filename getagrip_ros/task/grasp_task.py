@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.perception.capture import CaptureRequest
 from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
 from getagrip_ros.planning.planner import PlanRequest
@@ -132,10 +133,13 @@ class GraspTask:
     def run(self, object_position_m: np.ndarray, name: str = "", config: GraspTaskConfig | None = None,
             cancelled: Callable[[], bool] = lambda: False,
             feedback: Callable[[str, float, str], None] = lambda stage, progress, detail: None,
-            obj: TrialObject = TrialObject(), stop_reason: Callable[[], str | None] = lambda: None) -> TaskResult:
+            obj: TrialObject = TrialObject(), stop_reason: Callable[[], str | None] = lambda: None,
+            human_demo: HumanDemonstration | None = None) -> TaskResult:
         """One trial on the object near `object_position_m` (world, metres); `feedback(stage, progress 0..1, detail)`;
-        `stop_reason()` says why `cancelled()` is true (default "cancelled"). A bad trial name raises ValueError
-        before anything runs; once the trial's bag is open, every failure ends in the result and the record."""
+        `stop_reason()` says why `cancelled()` is true (default "cancelled"); `human_demo` (world frame): the
+        demonstration the human_demo sampler transfers (recorded in the trial's metadata). A bad trial name raises
+        ValueError before anything runs; once the trial's bag is open, every failure ends in the result and the
+        record."""
         cfg = config or self.config
         position = np.asarray(object_position_m, dtype=float).reshape(-1)
         name = name or trial_name()
@@ -147,7 +151,8 @@ class GraspTask:
         except Exception as err:  # noqa: BLE001 - a stage that cannot describe itself still gets a record
             described = {"describe_error": f"{type(err).__name__}: {err}"}
         metadata = {"trial": name, "method": {"sampler": cfg.sampler, "evaluator": cfg.evaluator,
-                                              "perception": cfg.perception, "planner": cfg.planner},
+                                              "perception": cfg.perception, "planner": cfg.planner,
+                                              **({} if human_demo is None else {"human_demo": human_demo.to_dict()})},
                     "seed": cfg.seed, "config": asdict(cfg), "config_hash": cfg.hash(), "versions": versions(),
                     "object_position_m": position.tolist(), "started_utc": datetime.now(timezone.utc).isoformat(),
                     **described, "object": obj.name or described.get("object", "unknown"), "work_dir": str(work)}
@@ -204,7 +209,7 @@ class GraspTask:
             mesh_for_planning = seen.mesh_path if cfg.plan_with_mesh and seen.mesh_path else None
             plan = run_stage("grasp_planning", lambda b: self.calls.plan_grasp(PlanRequest(
                 frame_id=WORLD_FRAME, points_m=seen.points_world_m, mesh_path=mesh_for_planning,
-                num_grasps=cfg.num_grasps, sampler=cfg.sampler,
+                num_grasps=cfg.num_grasps, sampler=cfg.sampler, human_demo=human_demo,
                 evaluator=cfg.evaluator, seed=cfg.seed, timeout_s=max(b.remaining_s(), 1.0)), b))
             if len(plan.grasps) == 0:
                 raise StageError(StatusCode.NO_RESULT, "grasp planning returned no grasps")

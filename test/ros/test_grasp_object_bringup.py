@@ -17,7 +17,10 @@ from getagrip_interfaces.action import GraspObject
 from getagrip_interfaces.msg import Status
 from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
 from getagrip_ros.ros.processes import NodeProcess
+from getagrip_ros.ros.stage_messages import human_demo_to_msg
 from getagrip_ros.trials.bag import read_bag
+
+from ..human_demo.demos import side_power_grasp
 
 STAGES = ["reset", "capture", "perception", "grasp_planning", "motion_planning", "execution", "scoring"]
 NODES = ("robot", "train_nerf", "extract_object", "plan_grasp", "grasp_task")
@@ -133,9 +136,21 @@ def test_cancel_and_bad_goals_end_with_a_reason_and_the_server_keeps_serving(rcl
     assert result.status.code == Status.INVALID_GOAL and "not a plain name" in result.status.reason
     status, result = call_action(rclpy_node, client, _goal("x" * 300), timeout_s=30)  # longer than a file name may be
     assert result.status.code == Status.INVALID_GOAL and "at most 128" in result.status.reason, result.status.reason
+    status, result = call_action(rclpy_node, client, _goal("no_demo", sampler="human_demo"), timeout_s=30)
+    assert result.status.code == Status.INVALID_GOAL and "needs a human demonstration" in result.status.reason
+    demo = side_power_grasp(centre_xy_m=(0.65, 0.0), radius_m=0.03, height_m=0.03, frame_id="world", azimuth_deg=-90.0)
+    status, result = call_action(rclpy_node, client, _goal("demo_unused", human_demo=human_demo_to_msg(demo)), timeout_s=30)
+    assert result.status.code == Status.INVALID_GOAL and "human_demo sampler only" in result.status.reason
     # after a cancelled trial the next one starts from a reset world again
     status, result = call_action(rclpy_node, client, _goal("after_cancel"), timeout_s=400)
     assert status == GoalStatus.STATUS_SUCCEEDED and result.success, result.status.reason
+    # a whole trial with a demonstration: the hand held the cube's -y side, the fingers round its far side
+    status, result = call_action(rclpy_node, client, _goal("demo", sampler="human_demo", evaluator="none",
+                                                           human_demo=human_demo_to_msg(demo)), timeout_s=400)
+    bag = read_bag(result.trial_bag_path)
+    assert bag.complete and bag.metadata["method"]["sampler"] == "human_demo", result.status.reason
+    np.testing.assert_allclose(bag.metadata["method"]["human_demo"]["keypoints_m"], demo.keypoints_m)
+    assert result.stage != "grasp_planning", result.status.reason  # the demonstration was transferred and planned
     time.sleep(0.5)
     assert stack[0].process.poll() is None
 
