@@ -160,30 +160,36 @@ def human_hand_urdf(keypoints_m: np.ndarray = REFERENCE_KEYPOINTS_M) -> str:
     return '<robot name="human_hand_right">' + "".join(links) + "".join(joints) + "</robot>"
 
 
+#: The fingers whose distal segments carry contact, per grasp kind (the "all" kind: every link).
+CONTACT_FINGERS = {"distal": tuple(FINGER_KEYPOINTS), "tripod": ("thumb", "index", "middle"), "pinch": ("thumb", "index")}
+
+
 @dataclass(frozen=True)
 class HumanHandModelConfig:
     """Build options of the human hand model."""
 
     contact: str = "all"
-    """Links that may carry contact forces: "all" (power grasps) or "distal" (the distal segments: pinches)."""
+    """Links that may carry contact forces: "all" (power grasps), "distal" (the five distal segments), "tripod" (the
+    thumb's, index's and middle finger's distal segments) or "pinch" (the thumb's and index's)."""
     sampling: SurfaceSamplingConfig = SurfaceSamplingConfig(num_samples=2000)
 
 
 def human_hand_model(config: HumanHandModelConfig = HumanHandModelConfig(),
                      keypoints_m: np.ndarray = REFERENCE_KEYPOINTS_M) -> HandModel:
     """The right human hand as a :class:`HandModel` (root ``wrist``; joints per finger: abduction, mcp, pip, dip)."""
-    if config.contact not in ("all", "distal"):
-        raise ValueError(f"contact must be 'all' or 'distal', got {config.contact!r}")
+    if config.contact not in CONTACT_FINGERS and config.contact != "all":
+        raise ValueError(f"contact must be 'all', {', '.join(repr(k) for k in CONTACT_FINGERS)}, got {config.contact!r}")
     urdf = human_hand_urdf(keypoints_m)
     segment_links = [f"{finger}_{segment}" for finger in FINGER_KEYPOINTS for segment in _SEGMENTS]
     links = ["wrist", *segment_links]
     joints = [f"{finger}_{joint}" for finger in FINGER_KEYPOINTS for joint in ("abduction", "mcp", "pip", "dip")]
     distal = [f"{finger}_distal" for finger in FINGER_KEYPOINTS]
+    contact = links if config.contact == "all" else [f"{finger}_distal" for finger in CONTACT_FINGERS[config.contact]]
     tips = [[0.0, 0.0, float(np.linalg.norm(keypoints_m[chain[3]] - keypoints_m[chain[2]]))]
             for chain in FINGER_KEYPOINTS.values()]
     palm_centre = keypoints_m[[0, 5, 9, 13, 17]].mean(axis=0) + np.array([0.012, 0.0, 0.0])
     return hand_model_from_urdf(
-        "human_right", urdf, "wrist", links, joints, links if config.contact == "all" else distal,
+        "human_right", urdf, "wrist", links, joints, contact,
         [0.0] * len(joints), palm_centre, (1.0, 0.0, 0.0),
         fingertip_links=distal, fingertip_points_in_link_m=tips, sampling=config.sampling)
 

@@ -1,0 +1,123 @@
+"""Human demonstrations transferred to the Allegro on the true meshes of tabletop-20 (issue 23).
+
+For each object: human grasps made by the contact-rich synthesis core on the keypoint hand model (one power grasp,
+every link in contact; one tripod, the thumb, index and middle distal segments; one pinch, the thumb and index),
+their 21 keypoints written as demonstrations (JSON, world frame), then each transferred with
+:func:`getagrip_ros.human_demo.transfer.transfer_grasp`. Reported per demonstration, next to step (a) alone (the
+open Allegro at the human palm, the reference every later step must improve on): the contact-heatmap difference
+(mean |H_human - H_robot| over 2000 object points, tau 1 cm), the orientation difference (|dn|_1 + |df|_1), the max
+penetration depth (cm) and the time.
+
+    python benchmarks/bench_human_demo.py --objects tabletop-20 --out docs/human_demo/transfer.json \
+        --demos docs/human_demo/demos
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from getagrip_ros.cli.generate import resolve_objects
+from getagrip_ros.data.generate import GenerationConfig, object_seed
+from getagrip_ros.human_demo.demonstration import HumanDemonstration, save_demonstration
+from getagrip_ros.human_demo.human_hand import HumanHandModelConfig, human_hand_model, model_keypoints
+from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, transfer_grasp
+from getagrip_ros.objects.catalog import object_by_name
+from getagrip_ros.objects.mesh_object import prepare_object
+from getagrip_ros.planning.human_demo_sampler import HumanDemoSamplerConfig, human_demo_hand_model
+from getagrip_ros.sim.world import SimWorld
+from getagrip_ros.synthesis.hand_model import SurfaceSamplingConfig
+from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
+from getagrip_ros.synthesis.optimizer import SynthesisConfig, SynthesisOptions, synthesize_grasps
+
+KINDS = {"power": "all", "tripod": "tripod", "pinch": "pinch"}
+
+
+def human_demonstrations(name: str, sdf: ObjectSDF, models: dict, steps: int, seed: int) -> dict[str, HumanDemonstration]:
+    """One synthesised human grasp per kind (the best physics score of 4 starts), as demonstrations."""
+    out = {}
+    for kind, model in models.items():
+        result = synthesize_grasps(model, sdf, SynthesisConfig(num_steps=steps, chunk_steps=50),
+                                   SynthesisOptions(num_grasps=4, seed=seed, T_object_table=np.eye(4)))
+        ok = torch.nonzero(~result.failed).flatten()
+        if len(ok) == 0:
+            continue
+        best = ok[result.physics_score()[ok].argmin()]
+        keypoints = model_keypoints(model, result.T_object_root[best][None], result.joint_angles_rad[best][None])[0]
+        out[kind] = HumanDemonstration("keypoints21", sdf.frame_id, keypoints.numpy())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", default="tabletop-20")
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--human-steps", type=int, default=300, help="synthesis steps of the human grasps")
+    parser.add_argument("--out", type=Path, default=Path("human_demo_transfer.json"))
+    parser.add_argument("--demos", type=Path, help="write the demonstrations here (one JSON per object and kind)")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    base = GenerationConfig()
+    objects = resolve_objects(args.objects)
+    objects = objects[: args.limit] if args.limit else objects
+    human = {kind: human_hand_model(HumanHandModelConfig(contact=contact, sampling=SurfaceSamplingConfig(num_samples=1500)))
+             for kind, contact in KINDS.items()}
+    sampler = HumanDemoSamplerConfig()
+    allegro = human_demo_hand_model(sampler.hand)
+    step_a = TransferConfig(finger_iterations=0, iterations=0)
+    rows = []
+    for spec in objects:
+        name = spec if isinstance(spec, str) else spec.name
+        prepared = prepare_object(object_by_name(spec) if isinstance(spec, str) else spec, base.prepare)
+        with SimWorld(base.scene, prepared, base.placement) as world:
+            mesh = prepared.mesh.copy()
+            mesh.apply_transform(world.object_pose())
+        sdf = ObjectSDF.from_mesh(mesh, SDFConfig(), frame_id="world", name=name)
+        seed = object_seed(prepared.name, base.seed) % (2**31)
+        started = time.perf_counter()
+        demos = human_demonstrations(name, sdf, human, args.human_steps, seed)
+        made_s = time.perf_counter() - started
+        for kind, demo in demos.items():
+            if args.demos:
+                args.demos.mkdir(parents=True, exist_ok=True)
+                save_demonstration(demo, args.demos / f"{name.replace('/', '_')}__{kind}.json")
+            row = {"object": name, "kind": kind, "human_synthesis_s": made_s / len(demos)}
+            for label, config in (("step_a", step_a), ("transfer", sampler.transfer)):
+                try:
+                    t = time.perf_counter()
+                    result = transfer_grasp(demo, allegro, sdf, config, T_object_table=np.eye(4), seed=seed)
+                    row[label] = {"contact_heatmap_difference": result.contact_heatmap_difference,
+                                  "orientation_difference": result.orientation_difference,
+                                  "penetration_depth_cm": 100 * result.penetration_depth_m,
+                                  "time_s": time.perf_counter() - t, "optimise_s": result.timings_s.get("optimise_s", 0.0)}
+                except TransferError as err:
+                    row[label] = {"refused": str(err)}
+            rows.append(row)
+            t = row["transfer"]
+            print(f"{name:28s} {kind:7s} L_C {row['step_a'].get('contact_heatmap_difference', float('nan')):.3f} -> "
+                  f"{t.get('contact_heatmap_difference', float('nan')):.3f}  L_O {t.get('orientation_difference', float('nan')):.3f}"
+                  f"  pen {t.get('penetration_depth_cm', float('nan')):.2f} cm  {t.get('time_s', float('nan')):.1f} s", flush=True)
+
+    def mean(label: str, key: str, kind: str | None = None) -> float:
+        values = [r[label][key] for r in rows if key in r[label] and (kind is None or r["kind"] == kind)]
+        return float(np.mean(values)) if values else float("nan")
+
+    summary = {kind or "all": {label: {key: mean(label, key, kind) for key in
+                                       ("contact_heatmap_difference", "orientation_difference", "penetration_depth_cm",
+                                        "time_s", "optimise_s")} for label in ("step_a", "transfer")}
+               for kind in (None, *KINDS)}
+    summary["demonstrations"] = len(rows)
+    print(json.dumps(summary, indent=1))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"summary": summary, "rows": rows, "threads": args.threads,
+                                    "human_steps": args.human_steps}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
