@@ -6,7 +6,8 @@ their 21 keypoints written as demonstrations (JSON, world frame), then each tran
 :func:`getagrip_ros.human_demo.transfer.transfer_grasp`. Reported per demonstration, next to step (a) alone (the
 open Allegro at the human palm, the reference every later step must improve on): the contact-heatmap difference
 (mean |H_human - H_robot| over 2000 object points, tau 1 cm), the orientation difference (|dn|_1 + |df|_1), the max
-penetration depth (cm) and the time.
+penetration depth (cm), the time, and the labelling protocol's y_PGS of the grasp (5 perturbed executions in the
+floating-hand world: does it lift?).
 
     python benchmarks/bench_human_demo.py --objects tabletop-20 --out docs/human_demo/transfer.json \
         --demos docs/human_demo/demos
@@ -24,12 +25,14 @@ import torch
 
 from getagrip_ros.cli.generate import resolve_objects
 from getagrip_ros.data.generate import GenerationConfig, object_seed
+from getagrip_ros.data.labels import label_grasps
 from getagrip_ros.human_demo.demonstration import HumanDemonstration, save_demonstration
 from getagrip_ros.human_demo.human_hand import HumanHandModelConfig, human_hand_model, model_keypoints
 from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, transfer_grasp
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.planning.human_demo_sampler import HumanDemoSamplerConfig, human_demo_hand_model
+from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.sim.world import SimWorld
 from getagrip_ros.synthesis.hand_model import SurfaceSamplingConfig
 from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
@@ -72,37 +75,44 @@ def main() -> None:
     allegro = human_demo_hand_model(sampler.hand)
     step_a = TransferConfig(finger_iterations=0, iterations=0)
     rows = []
+    hand = AllegroHand()
     for spec in objects:
         name = spec if isinstance(spec, str) else spec.name
         prepared = prepare_object(object_by_name(spec) if isinstance(spec, str) else spec, base.prepare)
+        seed = object_seed(prepared.name, base.seed) % (2**31)
         with SimWorld(base.scene, prepared, base.placement) as world:
             mesh = prepared.mesh.copy()
             mesh.apply_transform(world.object_pose())
-        sdf = ObjectSDF.from_mesh(mesh, SDFConfig(), frame_id="world", name=name)
-        seed = object_seed(prepared.name, base.seed) % (2**31)
-        started = time.perf_counter()
-        demos = human_demonstrations(name, sdf, human, args.human_steps, seed)
-        made_s = time.perf_counter() - started
-        for kind, demo in demos.items():
-            if args.demos:
-                args.demos.mkdir(parents=True, exist_ok=True)
-                save_demonstration(demo, args.demos / f"{name.replace('/', '_')}__{kind}.json")
-            row = {"object": name, "kind": kind, "human_synthesis_s": made_s / len(demos)}
-            for label, config in (("step_a", step_a), ("transfer", sampler.transfer)):
-                try:
-                    t = time.perf_counter()
-                    result = transfer_grasp(demo, allegro, sdf, config, T_object_table=np.eye(4), seed=seed)
+            sdf = ObjectSDF.from_mesh(mesh, SDFConfig(), frame_id="world", name=name)
+            started = time.perf_counter()
+            demos = human_demonstrations(name, sdf, human, args.human_steps, seed)
+            made_s = time.perf_counter() - started
+            for kind, demo in demos.items():
+                if args.demos:
+                    args.demos.mkdir(parents=True, exist_ok=True)
+                    save_demonstration(demo, args.demos / f"{name.replace('/', '_')}__{kind}.json")
+                row = {"object": name, "kind": kind, "human_synthesis_s": made_s / len(demos)}
+                for label, config in (("step_a", step_a), ("transfer", sampler.transfer)):
+                    try:
+                        t = time.perf_counter()
+                        result = transfer_grasp(demo, allegro, sdf, config, T_object_table=np.eye(4), seed=seed)
+                        elapsed = time.perf_counter() - t
+                    except TransferError as err:
+                        row[label] = {"refused": str(err)}
+                        continue
+                    grasp = result.grasp.to(dtype=torch.float32)
+                    y = label_grasps(world, grasp, hand, base.labels, torch.Generator().manual_seed(seed))[0]
                     row[label] = {"contact_heatmap_difference": result.contact_heatmap_difference,
                                   "orientation_difference": result.orientation_difference,
                                   "penetration_depth_cm": 100 * result.penetration_depth_m,
-                                  "time_s": time.perf_counter() - t, "optimise_s": result.timings_s.get("optimise_s", 0.0)}
-                except TransferError as err:
-                    row[label] = {"refused": str(err)}
-            rows.append(row)
-            t = row["transfer"]
-            print(f"{name:28s} {kind:7s} L_C {row['step_a'].get('contact_heatmap_difference', float('nan')):.3f} -> "
-                  f"{t.get('contact_heatmap_difference', float('nan')):.3f}  L_O {t.get('orientation_difference', float('nan')):.3f}"
-                  f"  pen {t.get('penetration_depth_cm', float('nan')):.2f} cm  {t.get('time_s', float('nan')):.1f} s", flush=True)
+                                  "time_s": elapsed, "optimise_s": result.timings_s.get("optimise_s", 0.0),
+                                  "y_pgs": y.y_pgs, "y_coll": y.y_coll, "vector_37d": grasp.to_numpy_vector()[0].tolist()}
+                rows.append(row)
+                t = row["transfer"]
+                print(f"{name:28s} {kind:7s} L_C {row['step_a'].get('contact_heatmap_difference', float('nan')):.3f} -> "
+                      f"{t.get('contact_heatmap_difference', float('nan')):.3f}  L_O {t.get('orientation_difference', float('nan')):.3f}"
+                      f"  pen {t.get('penetration_depth_cm', float('nan')):.2f} cm  {t.get('time_s', float('nan')):.1f} s"
+                      f"  y_PGS {row['step_a'].get('y_pgs', float('nan')):.1f} -> {t.get('y_pgs', float('nan')):.1f}", flush=True)
 
     def mean(label: str, key: str, kind: str | None = None) -> float:
         values = [r[label][key] for r in rows if key in r[label] and (kind is None or r["kind"] == kind)]
@@ -110,7 +120,7 @@ def main() -> None:
 
     summary = {kind or "all": {label: {key: mean(label, key, kind) for key in
                                        ("contact_heatmap_difference", "orientation_difference", "penetration_depth_cm",
-                                        "time_s", "optimise_s")} for label in ("step_a", "transfer")}
+                                        "time_s", "optimise_s", "y_pgs", "y_coll")} for label in ("step_a", "transfer")}
                for kind in (None, *KINDS)}
     summary["demonstrations"] = len(rows)
     print(json.dumps(summary, indent=1))
