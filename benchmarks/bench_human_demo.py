@@ -2,15 +2,16 @@
 
 For each object: human grasps made by the contact-rich synthesis core on the keypoint hand model (one power grasp,
 every link in contact; one tripod, the thumb, index and middle distal segments; one pinch, the thumb and index),
-their 21 keypoints written as demonstrations (JSON, world frame), then each transferred with
-:func:`getagrip_ros.human_demo.transfer.transfer_grasp`. Reported per demonstration, next to step (a) alone (the
-open Allegro at the human palm, the reference every later step must improve on): the contact-heatmap difference
+their 21 keypoints written as demonstrations (JSON, world frame; ``--from-demos`` reads them back instead), then each
+transferred with :func:`getagrip_ros.human_demo.transfer.transfer_grasp`. Reported per demonstration, next to step
+(a) alone (the open Allegro at the human palm, the reference every later step must improve on) and the DexPilot-like
+baseline (:func:`getagrip_ros.human_demo.baselines.dexpilot_grasp`): the contact-heatmap difference
 (mean |H_human - H_robot| over 2000 object points, tau 1 cm), the orientation difference (|dn|_1 + |df|_1), the max
 penetration depth (cm), the time, and the labelling protocol's y_PGS of the grasp (5 perturbed executions in the
 floating-hand world: does it lift?).
 
     python benchmarks/bench_human_demo.py --objects tabletop-20 --out docs/human_demo/transfer.json \
-        --demos docs/human_demo/demos
+        --demos docs/human_demo/demos            # --from-demos docs/human_demo/demos: the same demonstrations again
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import torch
 from getagrip_ros.cli.generate import resolve_objects
 from getagrip_ros.data.generate import GenerationConfig, object_seed
 from getagrip_ros.data.labels import label_grasps
-from getagrip_ros.human_demo.demonstration import HumanDemonstration, save_demonstration
+from getagrip_ros.human_demo.baselines import dexpilot_grasp
+from getagrip_ros.human_demo.demonstration import HumanDemonstration, load_demonstration, save_demonstration
 from getagrip_ros.human_demo.human_hand import HumanHandModelConfig, human_hand_model, model_keypoints
-from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, transfer_grasp
+from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, transfer_grasp, transfer_objective
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.planning.human_demo_sampler import HumanDemoSamplerConfig, human_demo_hand_model
@@ -63,6 +65,7 @@ def main() -> None:
     parser.add_argument("--human-steps", type=int, default=300, help="synthesis steps of the human grasps")
     parser.add_argument("--out", type=Path, default=Path("human_demo_transfer.json"))
     parser.add_argument("--demos", type=Path, help="write the demonstrations here (one JSON per object and kind)")
+    parser.add_argument("--from-demos", type=Path, help="read the demonstrations from here instead of synthesising them")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -76,6 +79,7 @@ def main() -> None:
     step_a = TransferConfig(finger_iterations=0, iterations=0)
     rows = []
     hand = AllegroHand()
+    dexpilot_hand = AllegroHand(dtype=torch.float64)
     for spec in objects:
         name = spec if isinstance(spec, str) else spec.name
         prepared = prepare_object(object_by_name(spec) if isinstance(spec, str) else spec, base.prepare)
@@ -85,17 +89,25 @@ def main() -> None:
             mesh.apply_transform(world.object_pose())
             sdf = ObjectSDF.from_mesh(mesh, SDFConfig(), frame_id="world", name=name)
             started = time.perf_counter()
-            demos = human_demonstrations(name, sdf, human, args.human_steps, seed)
+            if args.from_demos:
+                demos = {kind: load_demonstration(path) for kind in KINDS
+                         if (path := args.from_demos / f"{name.replace('/', '_')}__{kind}.json").is_file()}
+            else:
+                demos = human_demonstrations(name, sdf, human, args.human_steps, seed)
             made_s = time.perf_counter() - started
             for kind, demo in demos.items():
                 if args.demos:
                     args.demos.mkdir(parents=True, exist_ok=True)
                     save_demonstration(demo, args.demos / f"{name.replace('/', '_')}__{kind}.json")
                 row = {"object": name, "kind": kind, "human_synthesis_s": made_s / len(demos)}
-                for label, config in (("step_a", step_a), ("transfer", sampler.transfer)):
+                for label, config in (("step_a", step_a), ("dexpilot", sampler.transfer), ("transfer", sampler.transfer)):
                     try:
                         t = time.perf_counter()
-                        result = transfer_grasp(demo, allegro, sdf, config, T_object_table=np.eye(4), seed=seed)
+                        if label == "dexpilot":
+                            objective = transfer_objective(demo, allegro, sdf, config, np.eye(4), seed)
+                            result = dexpilot_grasp(objective, dexpilot_hand)
+                        else:
+                            result = transfer_grasp(demo, allegro, sdf, config, T_object_table=np.eye(4), seed=seed)
                         elapsed = time.perf_counter() - t
                     except TransferError as err:
                         row[label] = {"refused": str(err)}
@@ -112,7 +124,10 @@ def main() -> None:
                 print(f"{name:28s} {kind:7s} L_C {row['step_a'].get('contact_heatmap_difference', float('nan')):.3f} -> "
                       f"{t.get('contact_heatmap_difference', float('nan')):.3f}  L_O {t.get('orientation_difference', float('nan')):.3f}"
                       f"  pen {t.get('penetration_depth_cm', float('nan')):.2f} cm  {t.get('time_s', float('nan')):.1f} s"
-                      f"  y_PGS {row['step_a'].get('y_pgs', float('nan')):.1f} -> {t.get('y_pgs', float('nan')):.1f}", flush=True)
+                      f"  y_PGS {row['step_a'].get('y_pgs', float('nan')):.1f} -> {t.get('y_pgs', float('nan')):.1f}"
+                      f"  | dexpilot L_C {row['dexpilot'].get('contact_heatmap_difference', float('nan')):.3f} pen "
+                      f"{row['dexpilot'].get('penetration_depth_cm', float('nan')):.2f} cm y_PGS "
+                      f"{row['dexpilot'].get('y_pgs', float('nan')):.1f}", flush=True)
 
     def mean(label: str, key: str, kind: str | None = None) -> float:
         values = [r[label][key] for r in rows if key in r[label] and (kind is None or r["kind"] == kind)]
@@ -120,9 +135,11 @@ def main() -> None:
 
     summary = {kind or "all": {label: {key: mean(label, key, kind) for key in
                                        ("contact_heatmap_difference", "orientation_difference", "penetration_depth_cm",
-                                        "time_s", "optimise_s", "y_pgs", "y_coll")} for label in ("step_a", "transfer")}
+                                        "time_s", "optimise_s", "y_pgs", "y_coll")} for label in ("step_a", "dexpilot", "transfer")}
                for kind in (None, *KINDS)}
     summary["demonstrations"] = len(rows)
+    summary["transfer_beats_dexpilot_on_contact"] = sum(
+        r["transfer"].get("contact_heatmap_difference", 1) < r["dexpilot"].get("contact_heatmap_difference", 1) for r in rows)
     print(json.dumps(summary, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"summary": summary, "rows": rows, "threads": args.threads,

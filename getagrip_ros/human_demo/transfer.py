@@ -143,14 +143,16 @@ def _nearest_distance(points: torch.Tensor, others: torch.Tensor) -> torch.Tenso
     return (points - others[nearest]).norm(dim=-1)
 
 
-class _Objective:
-    """The loss terms of one grasp on one object and demonstration."""
+class TransferObjective:
+    """The loss terms of a robot grasp against one demonstration on one object (:func:`transfer_objective`)."""
 
     def __init__(self, hand: HandModel, sdf: ObjectSDF, points: torch.Tensor, heat_human: torch.Tensor,
-                 n_human: torch.Tensor, f_human: torch.Tensor, config: TransferConfig,
+                 keypoints: torch.Tensor, region: torch.Tensor, config: TransferConfig,
                  T_table_object: Optional[torch.Tensor]) -> None:
         self.hand, self.sdf, self.points, self.heat_human = hand, sdf, points, heat_human
-        self.n_human, self.f_human, self.config, self.T_table_object = n_human, f_human, config, T_table_object
+        self.keypoints, self.region = keypoints, region
+        self.n_human, self.f_human = palm_vectors(keypoints)
+        self.config, self.T_table_object = config, T_table_object
         self.pairs = hand.self_collision_pairs
 
     def terms(self, T: torch.Tensor, q: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -199,23 +201,19 @@ class _Objective:
         return sum(weight[name] * terms[name] for name in names)
 
 
-def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: ObjectSDF,
-                   config: TransferConfig = TransferConfig(), T_object_table: Optional[np.ndarray] = None,
-                   seed: int = 0, pregrasp: SynthesisConfig = SynthesisConfig()) -> TransferResult:
-    """Transfer `demonstration` (in the object frame, the SDF's) to the Allegro `hand` (see the module docstring);
-    the pre-grasp is made by :func:`allegro_grasp` with the ``pregrasp*`` settings of `pregrasp`.
+def transfer_objective(demonstration: HumanDemonstration, hand: HandModel, sdf: ObjectSDF,
+                       config: TransferConfig = TransferConfig(), T_object_table: Optional[np.ndarray] = None,
+                       seed: int = 0) -> TransferObjective:
+    """The objective of `demonstration` on the object `sdf` (its frame): object points drawn from the SDF's surface
+    samples (seeded), the human heatmap on them and the human contact region.
 
-    Raises :class:`TransferError` when the demonstration's hand is farther than ``max_demo_distance_m`` from the
-    object."""
+    Raises :class:`TransferError` for another frame, or a hand farther than ``max_demo_distance_m`` from the object."""
     if demonstration.frame_id != sdf.frame_id:
         raise TransferError(f"the demonstration is in frame {demonstration.frame_id!r}, the object in "
                             f"{sdf.frame_id!r}: transform it first (HumanDemonstration.transformed)")
-    timings: dict[str, float] = {}
-    started = time.monotonic()
     generator = torch.Generator().manual_seed(seed)
     surface = sdf.surface_points_m
-    pick = torch.randperm(len(surface), generator=generator)[: config.num_object_points]
-    points = surface[pick]
+    points = surface[torch.randperm(len(surface), generator=generator)[: config.num_object_points]]
     keypoints = demonstration_keypoints(demonstration)
     d_human = _human_distances(demonstration, keypoints, points)
     if float(d_human.min()) > config.max_demo_distance_m:
@@ -225,9 +223,22 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
     region = points[heat_human >= config.contact_region_heat]
     if len(region) == 0:
         region = points[d_human.argmin()][None]
-    n_human, f_human = palm_vectors(keypoints)
     T_table_object = None if T_object_table is None else torch.linalg.inv(torch.as_tensor(T_object_table, dtype=torch.float64))
-    objective = _Objective(hand, sdf, points, heat_human, n_human, f_human, config, T_table_object)
+    return TransferObjective(hand, sdf, points, heat_human, keypoints, region, config, T_table_object)
+
+
+def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: ObjectSDF,
+                   config: TransferConfig = TransferConfig(), T_object_table: Optional[np.ndarray] = None,
+                   seed: int = 0, pregrasp: SynthesisConfig = SynthesisConfig()) -> TransferResult:
+    """Transfer `demonstration` (in the object frame, the SDF's) to the Allegro `hand` (see the module docstring);
+    the pre-grasp is made by :func:`allegro_grasp` with the ``pregrasp*`` settings of `pregrasp`.
+
+    Raises :class:`TransferError` for a demonstration in another frame or farther than ``max_demo_distance_m`` from
+    the object."""
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    objective = transfer_objective(demonstration, hand, sdf, config, T_object_table, seed)
+    keypoints, region = objective.keypoints, objective.region
     lower, upper = hand.lower_limits_rad, hand.upper_limits_rad
 
     # (a) the open hand at the human palm
@@ -276,14 +287,24 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
 
     with torch.no_grad():
         T = pose_from_translation_rot6d(translation[None], rot6d[None])[0].detach()
-        q_final = q.detach()
-        terms = objective.terms(T, q_final)
-        q_clamped, _, tip_normals = fingertip_contacts(hand, sdf, T[None], q_final[None])
-    grasp, _, _ = allegro_grasp(T[None], q_clamped, tip_normals, hand, sdf, T_table_object, pregrasp)
+    result = robot_grasp_result(objective, T, q.detach(), pregrasp)
     timings["total_s"] = time.monotonic() - started
+    result.timings_s = timings
+    return result
+
+
+def robot_grasp_result(objective: TransferObjective, T_object_palm: torch.Tensor, q_rad: torch.Tensor,
+                       pregrasp: SynthesisConfig = SynthesisConfig()) -> TransferResult:
+    """An Allegro grasp in contact (palm pose (4, 4), joints (16,)) judged against the demonstration: its 37-D form
+    (pre-grasp by :func:`allegro_grasp`), heatmaps, similarity and penetration."""
+    hand, sdf = objective.hand, objective.sdf
+    with torch.no_grad():
+        terms = objective.terms(T_object_palm, q_rad)
+        q_clamped, _, tip_normals = fingertip_contacts(hand, sdf, T_object_palm[None], q_rad[None])
+    grasp, _, _ = allegro_grasp(T_object_palm[None], q_clamped, tip_normals, hand, sdf, objective.T_table_object, pregrasp)
     return TransferResult(
-        grasp=grasp, T_object_palm=T, joint_angles_rad=q_clamped[0], object_points_m=points,
-        heatmap_human=heat_human, heatmap_robot=terms["heat_robot"],
+        grasp=grasp, T_object_palm=T_object_palm, joint_angles_rad=q_clamped[0], object_points_m=objective.points,
+        heatmap_human=objective.heat_human, heatmap_robot=terms["heat_robot"],
         contact_heatmap_difference=float(terms["contact"]), orientation_difference=float(terms["orientation"]),
         penetration_depth_m=float(terms["penetration_depth_m"]),
-        losses={k: float(v) for k, v in terms.items() if k != "heat_robot"}, timings_s=timings)
+        losses={k: float(v) for k, v in terms.items() if k != "heat_robot"}, timings_s={})

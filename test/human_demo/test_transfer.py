@@ -86,3 +86,22 @@ def test_refusals_say_why(side_grasp, allegro, cylinder_sdf):
     elsewhere = HumanDemonstration("keypoints21", "camera", side_grasp.keypoints_m)
     with pytest.raises(TransferError, match="frame 'camera'"):
         transfer_grasp(elsewhere, allegro, cylinder_sdf, FAST)
+
+
+def test_the_dexpilot_baseline_moves_the_fingertips_to_the_human_ones(side_grasp, allegro, cylinder_sdf):
+    from getagrip_ros.human_demo.baselines import DEXPILOT_TARGETS, dexpilot_grasp
+    from getagrip_ros.human_demo.transfer import transfer_objective
+    from getagrip_ros.robot.allegro import AllegroHand
+
+    objective = transfer_objective(side_grasp, allegro, cylinder_sdf, FAST, np.eye(4))
+    result = dexpilot_grasp(objective, AllegroHand(dtype=F64))
+    assert result.orientation_difference < 1e-9  # the palm stays at the human palm
+    targets = torch.stack([objective.keypoints[list(k)].mean(0) for k in DEXPILOT_TARGETS])
+
+    def tip_error(q: torch.Tensor) -> torch.Tensor:
+        T_link = allegro.link_poses(result.T_object_palm[None], q[None])
+        return (allegro.fingertip_points(T_link)[0] - targets).norm(dim=-1)
+
+    before, after = tip_error(allegro.open_joint_angles_rad.to(F64)), tip_error(result.joint_angles_rad)
+    assert (after <= before + 1e-6).all() and after.mean() < before.mean() - 0.01, (before, after)
+    assert len(result.grasp) == 1 and result.heatmap_human is objective.heat_human
