@@ -4,8 +4,9 @@ For each object: human grasps made by the contact-rich synthesis core on the key
 every link in contact; one tripod, the thumb, index and middle distal segments; one pinch, the thumb and index),
 their 21 keypoints written as demonstrations (JSON, world frame; ``--from-demos`` reads them back instead), then each
 transferred with :func:`getagrip_ros.human_demo.transfer.transfer_grasp`. Reported per demonstration, next to step
-(a) alone (the open Allegro at the human palm, the reference every later step must improve on) and the DexPilot-like
-baseline (:func:`getagrip_ros.human_demo.baselines.dexpilot_grasp`): the contact-heatmap difference
+(a) alone (the open Allegro at the human palm, the reference every later step must improve on) and the two baselines
+of :mod:`getagrip_ros.human_demo.baselines` (DexPilot-like; the shipped fixed set's 687 grasps closed onto the
+surface, the one with the lowest L_C + L_O): the contact-heatmap difference
 (mean |H_human - H_robot| over 2000 object points, tau 1 cm), the orientation difference (|dn|_1 + |df|_1), the max
 penetration depth (cm), the time, and the labelling protocol's y_PGS of the grasp (5 perturbed executions in the
 floating-hand world: does it lift?).
@@ -27,12 +28,15 @@ import torch
 from getagrip_ros.cli.generate import resolve_objects
 from getagrip_ros.data.generate import GenerationConfig, object_seed
 from getagrip_ros.data.labels import label_grasps
-from getagrip_ros.human_demo.baselines import dexpilot_grasp
+from getagrip_ros.human_demo.baselines import dexpilot_grasp, fixed_set_grasp
 from getagrip_ros.human_demo.demonstration import HumanDemonstration, load_demonstration, save_demonstration
 from getagrip_ros.human_demo.human_hand import HumanHandModelConfig, human_hand_model, model_keypoints
 from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, transfer_grasp, transfer_objective
 from getagrip_ros.objects.catalog import object_by_name
+from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
 from getagrip_ros.objects.mesh_object import prepare_object
+from getagrip_ros.planning.object_input import object_from_points
+from getagrip_ros.planning.samplers import FixedSampler, load_grasp_set
 from getagrip_ros.planning.human_demo_sampler import HumanDemoSamplerConfig, human_demo_hand_model
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.sim.world import SimWorld
@@ -80,6 +84,7 @@ def main() -> None:
     rows = []
     hand = AllegroHand()
     dexpilot_hand = AllegroHand(dtype=torch.float64)
+    fixed_set = FixedSampler(load_grasp_set(resolve_model_file("fixed_grasps", SHIPPED)))
     for spec in objects:
         name = spec if isinstance(spec, str) else spec.name
         prepared = prepare_object(object_by_name(spec) if isinstance(spec, str) else spec, base.prepare)
@@ -88,6 +93,8 @@ def main() -> None:
             mesh = prepared.mesh.copy()
             mesh.apply_transform(world.object_pose())
             sdf = ObjectSDF.from_mesh(mesh, SDFConfig(), frame_id="world", name=name)
+            placed = fixed_set.sample(object_from_points(np.asarray(mesh.sample(5000, seed=seed)), "world"),
+                                      len(fixed_set.grasps_Oy), torch.Generator().manual_seed(seed), lambda fraction: None)
             started = time.perf_counter()
             if args.from_demos:
                 demos = {kind: load_demonstration(path) for kind in KINDS
@@ -100,12 +107,16 @@ def main() -> None:
                     args.demos.mkdir(parents=True, exist_ok=True)
                     save_demonstration(demo, args.demos / f"{name.replace('/', '_')}__{kind}.json")
                 row = {"object": name, "kind": kind, "human_synthesis_s": made_s / len(demos)}
-                for label, config in (("step_a", step_a), ("dexpilot", sampler.transfer), ("transfer", sampler.transfer)):
+                for label, config in (("step_a", step_a), ("dexpilot", sampler.transfer), ("fixed_set", sampler.transfer),
+                                      ("transfer", sampler.transfer)):
                     try:
                         t = time.perf_counter()
                         if label == "dexpilot":
                             objective = transfer_objective(demo, allegro, sdf, config, np.eye(4), seed)
                             result = dexpilot_grasp(objective, dexpilot_hand)
+                        elif label == "fixed_set":
+                            objective = transfer_objective(demo, allegro, sdf, config, np.eye(4), seed)
+                            result = fixed_set_grasp(objective, placed, dexpilot_hand)[0]
                         else:
                             result = transfer_grasp(demo, allegro, sdf, config, T_object_table=np.eye(4), seed=seed)
                         elapsed = time.perf_counter() - t
@@ -127,7 +138,10 @@ def main() -> None:
                       f"  y_PGS {row['step_a'].get('y_pgs', float('nan')):.1f} -> {t.get('y_pgs', float('nan')):.1f}"
                       f"  | dexpilot L_C {row['dexpilot'].get('contact_heatmap_difference', float('nan')):.3f} pen "
                       f"{row['dexpilot'].get('penetration_depth_cm', float('nan')):.2f} cm y_PGS "
-                      f"{row['dexpilot'].get('y_pgs', float('nan')):.1f}", flush=True)
+                      f"{row['dexpilot'].get('y_pgs', float('nan')):.1f}  | fixed set L_C "
+                      f"{row['fixed_set'].get('contact_heatmap_difference', float('nan')):.3f} L_O "
+                      f"{row['fixed_set'].get('orientation_difference', float('nan')):.3f} y_PGS "
+                      f"{row['fixed_set'].get('y_pgs', float('nan')):.1f}", flush=True)
 
     def mean(label: str, key: str, kind: str | None = None) -> float:
         values = [r[label][key] for r in rows if key in r[label] and (kind is None or r["kind"] == kind)]
@@ -135,11 +149,14 @@ def main() -> None:
 
     summary = {kind or "all": {label: {key: mean(label, key, kind) for key in
                                        ("contact_heatmap_difference", "orientation_difference", "penetration_depth_cm",
-                                        "time_s", "optimise_s", "y_pgs", "y_coll")} for label in ("step_a", "dexpilot", "transfer")}
+                                        "time_s", "optimise_s", "y_pgs", "y_coll")} for label in ("step_a", "dexpilot", "fixed_set", "transfer")}
                for kind in (None, *KINDS)}
     summary["demonstrations"] = len(rows)
-    summary["transfer_beats_dexpilot_on_contact"] = sum(
-        r["transfer"].get("contact_heatmap_difference", 1) < r["dexpilot"].get("contact_heatmap_difference", 1) for r in rows)
+    for baseline in ("dexpilot", "fixed_set"):
+        summary[f"transfer_beats_{baseline}_on_contact"] = sum(
+            r["transfer"].get("contact_heatmap_difference", 1) < r[baseline].get("contact_heatmap_difference", 1) for r in rows)
+        summary[f"transfer_beats_{baseline}_on_orientation"] = sum(
+            r["transfer"].get("orientation_difference", 9) < r[baseline].get("orientation_difference", 9) for r in rows)
     print(json.dumps(summary, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"summary": summary, "rows": rows, "threads": args.threads,

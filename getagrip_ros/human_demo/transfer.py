@@ -194,6 +194,20 @@ class TransferObjective:
             "heat_robot": heat_robot,
         }
 
+    def similarity(self, T_object_palm: torch.Tensor, q_rad: torch.Tensor, batch: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B,) contact-heatmap and orientation differences of B grasps (palm poses (B, 4, 4), joints (B, 16)), without
+        gradient: what :meth:`terms` calls "contact" and "orientation", for many grasps at once."""
+        contact = []
+        with torch.no_grad():
+            for start in range(0, len(q_rad), batch):
+                T, q = T_object_palm[start: start + batch], q_rad[start: start + batch]
+                samples, _ = self.hand.surface(self.hand.link_poses(T, q))
+                distance = torch.cdist(self.points.expand(len(q), -1, -1), samples).amin(-1)
+                contact.append((self.heat_human - contact_heatmap(distance, self.config.tau_m)).abs().mean(-1))
+            R = T_object_palm[:, :3, :3]
+            orientation = (R[:, :, 0] - self.n_human).abs().sum(-1) + (R[:, :, 2] - self.f_human).abs().sum(-1)
+        return torch.cat(contact), orientation
+
     def total(self, terms: dict[str, torch.Tensor], names: tuple[str, ...]) -> torch.Tensor:
         w = self.config.weights
         weight = {"contact": w.contact, "orientation": w.orientation, "interpenetration": w.interpenetration,

@@ -105,3 +105,25 @@ def test_the_dexpilot_baseline_moves_the_fingertips_to_the_human_ones(side_grasp
     before, after = tip_error(allegro.open_joint_angles_rad.to(F64)), tip_error(result.joint_angles_rad)
     assert (after <= before + 1e-6).all() and after.mean() < before.mean() - 0.01, (before, after)
     assert len(result.grasp) == 1 and result.heatmap_human is objective.heat_human
+
+
+def test_the_fixed_set_baseline_closes_each_grasp_and_keeps_the_most_similar(side_grasp, allegro, cylinder_sdf):
+    from getagrip_ros.grasp.grasp import Grasp
+    from getagrip_ros.human_demo.baselines import close_onto_surface, fixed_set_grasp
+    from getagrip_ros.human_demo.transfer import transfer_objective
+    from getagrip_ros.robot.allegro import AllegroHand
+
+    objective = transfer_objective(side_grasp, allegro, cylinder_sdf, FAST, np.eye(4))
+    hand = AllegroHand(dtype=F64)
+    # two candidates: the demonstration's own palm (step a) with the open hand, and the same hand turned away
+    T = initial_palm_pose(objective.keypoints)
+    turned = T.clone()
+    turned[:3, :3] = T[:3, :3] @ torch.tensor([[-1.0, 0, 0], [0, -1.0, 0], [0, 0, 1.0]], dtype=F64)
+    q = allegro.open_joint_angles_rad.to(F64).repeat(2, 1)
+    inward = torch.tensor([-1.0, 0.0, 0.0], dtype=F64)  # towards the can's axis from its +x side
+    candidates = Grasp(torch.stack([turned[:3, 3], T[:3, 3]]), torch.stack([turned[:3, :3], T[:3, :3]]), q,
+                       inward.expand(2, 4, 3).clone(), frame_id="object")
+    closed = close_onto_surface(objective, hand, candidates)
+    assert not torch.equal(closed, q)  # the fingers moved towards the can
+    result, index = fixed_set_grasp(objective, candidates, hand)
+    assert index == 1 and result.orientation_difference < 1e-9
