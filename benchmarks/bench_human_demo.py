@@ -160,7 +160,7 @@ def main() -> None:
     print(json.dumps(summary, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"summary": summary, "rows": rows, "threads": args.threads,
-                                    "human_steps": args.human_steps}, indent=1))
+                                    "human_steps": args.human_steps}, separators=(",", ":")))
 
 
 if __name__ == "__main__":
