@@ -14,6 +14,10 @@ from getagrip_ros.trials.bag import read_bag
 from getagrip_ros.trials.messages import points_from_cloud
 from getagrip_ros.trials.summary import find_bags
 
+FINAL_Z_TOLERANCE_M = 2e-3
+"""The last recorded object height of two runs may differ this much and still be the same lift: over ROS the last
+/sim/object_state sample is taken at a wall-clock moment of the hold, so identical runs on a loaded machine end up to
+just over 1 mm apart (0.205 vs 0.204 m seen)."""
 TOPICS = {"/trial/metadata", "/trial/outcome", "/trial/events", "/camera/image_raw", "/object/points", "/grasps/candidates", "/grasps/chosen",
           "/sim/object_state"}
 
@@ -49,7 +53,7 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
         return f"grasp planning: ranked grasps differ (max |diff| {np.abs(a['candidates'] - b['candidates']).max():.2e})"
     if a["chosen"].shape != b["chosen"].shape or (len(a["chosen"]) and not np.allclose(a["chosen"], b["chosen"], atol=1e-5)):
         return "motion planning: another grasp was chosen" + _choice(a.get("motion_plan"), b.get("motion_plan"))
-    if a["final_z_m"] is not None and b["final_z_m"] is not None and abs(a["final_z_m"] - b["final_z_m"]) > 1e-3:
+    if a["final_z_m"] is not None and b["final_z_m"] is not None and abs(a["final_z_m"] - b["final_z_m"]) > FINAL_Z_TOLERANCE_M:
         return f"execution: the object ended at z = {a['final_z_m']:.3f} vs {b['final_z_m']:.3f} m"
     return ""
 

@@ -24,3 +24,4 @@ def test_the_first_stage_whose_products_differ_is_named():
     chosen = np.ones((1, 37))
     assert first_difference(_run(), _run(chosen=chosen)) == "motion planning: another grasp was chosen"
     assert first_difference(_run(), _run(final_z_m=0.05)) == "execution: the object ended at z = 0.200 vs 0.050 m"
+    assert first_difference(_run(), _run(final_z_m=0.2015)) == ""  # the same lift, sampled at another moment of the hold
