@@ -8,11 +8,16 @@ transferred with :func:`getagrip_ros.human_demo.transfer.transfer_grasp`. Report
 of :mod:`getagrip_ros.human_demo.baselines` (DexPilot-like; the shipped fixed set's 687 grasps closed onto the
 surface, the one with the lowest L_C + L_O): the contact-heatmap difference
 (mean |H_human - H_robot| over 2000 object points, tau 1 cm), the orientation difference (|dn|_1 + |df|_1), the max
-penetration depth (cm), the time, and the labelling protocol's y_PGS of the grasp (5 perturbed executions in the
-floating-hand world: does it lift?).
+penetration depth (cm), the penetration volume (cm^3), the epsilon-quality of the contacts, the time, and the labelling
+protocol's y_PGS of the grasp (5 perturbed executions in the floating-hand world: does it lift?). ``--ablations`` adds
+the seed's Table II rows (:data:`ABLATIONS`).
 
     python benchmarks/bench_human_demo.py --objects tabletop-20 --out docs/human_demo/transfer.json \
         --demos docs/human_demo/demos            # --from-demos docs/human_demo/demos: the same demonstrations again
+    python benchmarks/bench_human_demo.py --from-demos docs/human_demo/demos --ablations --threads 2 \
+        --out docs/human_demo/transfer.json     # how docs/human_demo/transfer.json was made
+    python benchmarks/bench_human_demo.py --wrist-filter --demos docs/human_demo/demos_fr3 --demos-only --kinds tripod,pinch
+                                                 # demonstrations this robot's wrist can take (the whole-task benchmark)
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +37,9 @@ from getagrip_ros.data.labels import label_grasps
 from getagrip_ros.human_demo.baselines import dexpilot_grasp, fixed_set_grasp
 from getagrip_ros.human_demo.demonstration import HumanDemonstration, load_demonstration, save_demonstration
 from getagrip_ros.human_demo.human_hand import HumanHandModelConfig, human_hand_model, model_keypoints
-from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, transfer_grasp, transfer_objective
+from getagrip_ros.human_demo.transfer import (TransferConfig, TransferError, initial_palm_pose, transfer_grasp,
+                                              transfer_objective)
+from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_rotation_mask
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
 from getagrip_ros.objects.mesh_object import prepare_object
@@ -42,18 +50,84 @@ from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.sim.world import SimWorld
 from getagrip_ros.synthesis.hand_model import SurfaceSamplingConfig
 from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
-from getagrip_ros.synthesis.optimizer import SynthesisConfig, SynthesisOptions, synthesize_grasps
+from getagrip_ros.synthesis.optimizer import SynthesisConfig, SynthesisOptions, sample_starts, synthesize_grasps
 
 KINDS = {"power": "all", "tripod": "tripod", "pinch": "pinch"}
+BASELINES = ("step_a", "dexpilot", "fixed_set")
+#: The seed's Table II: step (b) replaced by discrete closing; step (c)'s losses removed one by one; no step (c).
+ABLATIONS = ("discrete_init", "without_L_C", "without_L_C_L_O", "without_L_C_L_O_L_S", "without_step_c")
 
 
-def human_demonstrations(name: str, sdf: ObjectSDF, models: dict, steps: int, seed: int) -> dict[str, HumanDemonstration]:
-    """One synthesised human grasp per kind (the best physics score of 4 starts), as demonstrations."""
+def transfer_configs(transfer: TransferConfig) -> dict[str, TransferConfig]:
+    """The transfer, step (a) alone and the ablations, as transfer configurations."""
+    def without(*names: str) -> TransferConfig:
+        return replace(transfer, terms=tuple(t for t in transfer.terms if t not in names))
+
+    return {"transfer": transfer, "step_a": replace(transfer, finger_iterations=0, iterations=0),
+            "discrete_init": replace(transfer, finger_init="discrete"),
+            "without_L_C": without("contact"), "without_L_C_L_O": without("contact", "orientation"),
+            "without_L_C_L_O_L_S": without("contact", "orientation", "self_penetration"),
+            "without_step_c": replace(transfer, iterations=0)}
+
+
+def _wrist_corners_in_palm() -> np.ndarray:
+    """(16, 3) corners of the wrist's connector plate and ZED 2i camera in the Allegro palm frame (the robot's mount)."""
+    from scipy.spatial.transform import Rotation
+
+    from getagrip_ros.robot.description import CONNECTOR_BOX, MOUNT_JOINTS, ZED2I_BOX
+
+    def pose(name: str) -> np.ndarray:
+        joint = next(j for j in MOUNT_JOINTS if j.name == name)
+        T = np.eye(4)
+        T[:3, :3], T[:3, 3] = Rotation.from_euler("xyz", joint.rpy_rad).as_matrix(), joint.xyz_m
+        return T
+
+    def corners(box) -> np.ndarray:
+        signs = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (-0.5, 0.5)])
+        return np.c_[signs * np.array(box.size_m) + np.array(box.xyz_m), np.ones(8)]
+
+    T_palm_connector = np.linalg.inv(pose("connector_algr_joint"))
+    T_palm_camera = T_palm_connector @ pose("connector_zed2i_joint")
+    return np.vstack([corners(CONNECTOR_BOX) @ T_palm_connector.T, corners(ZED2I_BOX) @ T_palm_camera.T])[:, :3]
+
+
+WRIST_CORNERS_IN_PALM = torch.as_tensor(_wrist_corners_in_palm())
+
+
+def _human_palm_ok(model, T: torch.Tensor, q: torch.Tensor, config: CableFilterConfig,
+                   wrist_clearance_m: float) -> torch.Tensor:
+    """(B,) the human hands at root poses T (B, 4, 4) and joints q (B, J) whose palm, as the Allegro would take it at
+    step (a), passes the wrist-camera cable filter and keeps the robot's wrist (camera, connector) this far above
+    the table (z = 0)."""
+    keypoints = model_keypoints(model, T, q)
+    palms = torch.stack([initial_palm_pose(k) for k in keypoints])
+    wrist_z = (WRIST_CORNERS_IN_PALM @ palms[:, :3, :3].transpose(1, 2) + palms[:, None, :3, 3])[..., 2]
+    return cable_filter_rotation_mask(palms[:, :3, :3], config) & (wrist_z.amin(-1) >= wrist_clearance_m)
+
+
+def human_demonstrations(name: str, sdf: ObjectSDF, models: dict, steps: int, seed: int,
+                         wrist_filter: bool = False) -> dict[str, HumanDemonstration]:
+    """One synthesised human grasp per kind (the best physics score of 4 starts), as demonstrations. `wrist_filter`:
+    only hands this robot's wrist can take: the planner's cable filter on the palm, and the wrist's camera and
+    connector 3 cm above the table (16 starts that pass with a 15 deg and 5 cm margin, the best of those that still
+    pass at the end)."""
     out = {}
     for kind, model in models.items():
+        initial, starts = None, 4
+        if wrist_filter:
+            generator = torch.Generator().manual_seed(seed)
+            T = sample_starts(model, sdf, 400, SynthesisConfig().approach_distance_m, SynthesisConfig().offset_start_m,
+                              torch.eye(4, dtype=torch.float64), generator)
+            q_open = model.open_joint_angles_rad[None].expand(len(T), -1)
+            initial = T[_human_palm_ok(model, T, q_open, CableFilterConfig(75.0, 45.0), 0.05)][:16]
+            starts = len(initial)
         result = synthesize_grasps(model, sdf, SynthesisConfig(num_steps=steps, chunk_steps=50),
-                                   SynthesisOptions(num_grasps=4, seed=seed, T_object_table=np.eye(4)))
-        ok = torch.nonzero(~result.failed).flatten()
+                                   SynthesisOptions(num_grasps=starts, seed=seed, T_object_table=np.eye(4),
+                                                    initial_T_object_root=initial))
+        ok = ~result.failed
+        if wrist_filter:
+            ok &= _human_palm_ok(model, result.T_object_root, result.joint_angles_rad, CableFilterConfig(), 0.03)
+        ok = torch.nonzero(ok).flatten()
         if len(ok) == 0:
             continue
         best = ok[result.physics_score()[ok].argmin()]
@@ -71,16 +145,23 @@ def main() -> None:
     parser.add_argument("--demos", type=Path, help="write the demonstrations here (one JSON per object and kind)")
     parser.add_argument("--from-demos", type=Path, help="read the demonstrations from here instead of synthesising them")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--wrist-filter", action="store_true",
+                        help="synthesise only demonstrations whose palm this robot's wrist allows (the cable filter)")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="grasp kinds (power, tripod, pinch)")
+    parser.add_argument("--demos-only", action="store_true", help="write the demonstrations (--demos) and stop")
+    parser.add_argument("--ablations", action="store_true", help="also the seed's Table II rows")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     base = GenerationConfig()
     objects = resolve_objects(args.objects)
     objects = objects[: args.limit] if args.limit else objects
-    human = {kind: human_hand_model(HumanHandModelConfig(contact=contact, sampling=SurfaceSamplingConfig(num_samples=1500)))
-             for kind, contact in KINDS.items()}
+    kinds = args.kinds.split(",")
+    human = {kind: human_hand_model(HumanHandModelConfig(contact=KINDS[kind], sampling=SurfaceSamplingConfig(num_samples=1500)))
+             for kind in kinds}
     sampler = HumanDemoSamplerConfig()
     allegro = human_demo_hand_model(sampler.hand)
-    step_a = TransferConfig(finger_iterations=0, iterations=0)
+    configs = transfer_configs(sampler.transfer)
+    methods = [*BASELINES, "transfer", *(ABLATIONS if args.ablations else ())]
     rows = []
     hand = AllegroHand()
     dexpilot_hand = AllegroHand(dtype=torch.float64)
@@ -93,32 +174,34 @@ def main() -> None:
             mesh = prepared.mesh.copy()
             mesh.apply_transform(world.object_pose())
             sdf = ObjectSDF.from_mesh(mesh, SDFConfig(), frame_id="world", name=name)
-            placed = fixed_set.sample(object_from_points(np.asarray(mesh.sample(5000, seed=seed)), "world"),
+            placed = None if args.demos_only else fixed_set.sample(object_from_points(np.asarray(mesh.sample(5000, seed=seed)), "world"),
                                       len(fixed_set.grasps_Oy), torch.Generator().manual_seed(seed), lambda fraction: None)
             started = time.perf_counter()
             if args.from_demos:
-                demos = {kind: load_demonstration(path) for kind in KINDS
+                demos = {kind: load_demonstration(path) for kind in kinds
                          if (path := args.from_demos / f"{name.replace('/', '_')}__{kind}.json").is_file()}
             else:
-                demos = human_demonstrations(name, sdf, human, args.human_steps, seed)
+                demos = human_demonstrations(name, sdf, human, args.human_steps, seed, args.wrist_filter)
             made_s = time.perf_counter() - started
             for kind, demo in demos.items():
                 if args.demos:
                     args.demos.mkdir(parents=True, exist_ok=True)
                     save_demonstration(demo, args.demos / f"{name.replace('/', '_')}__{kind}.json")
+                    print(f"{name:28s} {kind:7s} demonstration written ({made_s / len(demos):.1f} s)", flush=True)
+                if args.demos_only:
+                    continue
                 row = {"object": name, "kind": kind, "human_synthesis_s": made_s / len(demos)}
-                for label, config in (("step_a", step_a), ("dexpilot", sampler.transfer), ("fixed_set", sampler.transfer),
-                                      ("transfer", sampler.transfer)):
+                for label in methods:
                     try:
                         t = time.perf_counter()
                         if label == "dexpilot":
-                            objective = transfer_objective(demo, allegro, sdf, config, np.eye(4), seed)
+                            objective = transfer_objective(demo, allegro, sdf, sampler.transfer, np.eye(4), seed)
                             result = dexpilot_grasp(objective, dexpilot_hand)
                         elif label == "fixed_set":
-                            objective = transfer_objective(demo, allegro, sdf, config, np.eye(4), seed)
+                            objective = transfer_objective(demo, allegro, sdf, sampler.transfer, np.eye(4), seed)
                             result = fixed_set_grasp(objective, placed, dexpilot_hand)[0]
                         else:
-                            result = transfer_grasp(demo, allegro, sdf, config, T_object_table=np.eye(4), seed=seed)
+                            result = transfer_grasp(demo, allegro, sdf, configs[label], T_object_table=np.eye(4), seed=seed)
                         elapsed = time.perf_counter() - t
                     except TransferError as err:
                         row[label] = {"refused": str(err)}
@@ -128,6 +211,8 @@ def main() -> None:
                     row[label] = {"contact_heatmap_difference": result.contact_heatmap_difference,
                                   "orientation_difference": result.orientation_difference,
                                   "penetration_depth_cm": 100 * result.penetration_depth_m,
+                                  "penetration_volume_cm3": result.penetration_volume_cm3,
+                                  "epsilon_quality": result.epsilon_quality,
                                   "time_s": elapsed, "optimise_s": result.timings_s.get("optimise_s", 0.0),
                                   "y_pgs": y.y_pgs, "y_coll": y.y_coll, "vector_37d": grasp.to_numpy_vector()[0].tolist()}
                 rows.append(row)
@@ -143,13 +228,17 @@ def main() -> None:
                       f"{row['fixed_set'].get('orientation_difference', float('nan')):.3f} y_PGS "
                       f"{row['fixed_set'].get('y_pgs', float('nan')):.1f}", flush=True)
 
+    if args.demos_only:
+        return
+
     def mean(label: str, key: str, kind: str | None = None) -> float:
         values = [r[label][key] for r in rows if key in r[label] and (kind is None or r["kind"] == kind)]
         return float(np.mean(values)) if values else float("nan")
 
     summary = {kind or "all": {label: {key: mean(label, key, kind) for key in
                                        ("contact_heatmap_difference", "orientation_difference", "penetration_depth_cm",
-                                        "time_s", "optimise_s", "y_pgs", "y_coll")} for label in ("step_a", "dexpilot", "fixed_set", "transfer")}
+                                        "penetration_volume_cm3", "epsilon_quality", "time_s", "optimise_s", "y_pgs",
+                                        "y_coll")} for label in methods}
                for kind in (None, *KINDS)}
     summary["demonstrations"] = len(rows)
     for baseline in ("dexpilot", "fixed_set"):

@@ -2,6 +2,8 @@
 
     getagrip bringup --profile sim [--arg object=tabletop20/cube] [--param plan_grasp:num_samples=1024] [--processes one]
     getagrip benchmark --objects tabletop-20 --methods fixed+bps,fixed+none --trials 1 --out bench/ [--mode ros]
+    getagrip benchmark --objects tabletop-20 --methods human_demo+none --human-demos docs/human_demo/demos \
+        --human-demo-kind tripod --out bench_demo/                 # each object grasped as its demonstration shows
     getagrip trials summarize DIR
     getagrip trials report BAG [--out report.png]
     getagrip trials compare A B [--out DIR]      (the same trials run two ways: do the outcomes agree?)
@@ -90,7 +92,9 @@ def _benchmark(args: argparse.Namespace) -> int:
                                plan_with_mesh=args.plan_with_mesh)
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
         protocol = BenchmarkProtocol(objects=resolve_objects(args.objects), methods=methods,
-                                     trials_per_object=args.trials, task=task)
+                                     trials_per_object=args.trials, task=task,
+                                     human_demos="" if args.human_demos is None else str(args.human_demos.resolve()),
+                                     human_demo_kind=args.human_demo_kind)
     check_protocol(protocol)  # everything is checked before anything is prepared, captured or started
     per_object = len(protocol.methods) * protocol.trials_per_object
     print(f"[benchmark] protocol {protocol.hash()}: {len(protocol.objects)} objects x {len(protocol.methods)} methods x "
@@ -203,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--num-grasps", type=int, default=40)
     bench.add_argument("--plan-with-mesh", action="store_true",
                        help="send perception's mesh with the cloud to grasp planning (graspd: its SDF from the mesh)")
+    bench.add_argument("--human-demos", type=Path,
+                       help="human_demo+... methods: a folder with a demonstration per object (<object>[__<kind>].json, "
+                            "world frame; e.g. docs/human_demo/demos)")
+    bench.add_argument("--human-demo-kind", default="", help="the demonstrations <object>__<kind>.json (e.g. tripod)")
     bench.add_argument("--protocol", help="a protocol.yaml to run or resume (overrides the options above)")
     bench.add_argument("--mode", choices=("in_process", "ros"), default="in_process",
                        help="in_process: the stages in this process; ros: a bring-up with a process per node started "

@@ -7,7 +7,7 @@
     getagrip-plan-grasps cloud.npy --sampler graspd --evaluator none --graspd-grasps 32 --graspd-steps 500
     getagrip-plan-grasps cloud.npy --mesh object_mesh.obj --sampler graspd   # graspd's SDF from extraction's mesh
     getagrip-plan-grasps --mesh object.obj --sampler graspd                  # points drawn on the mesh
-    getagrip-plan-grasps cloud.npy --sampler human_demo --human-demo demo.json --evaluator none   # as a human did
+    getagrip-plan-grasps cloud.npy --sampler human_demo --human-demo demo.json --evaluator none --image demo.png  # as a human did
 
 The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or text .xyz/.txt); a mesh
 (.obj, .ply, .stl) and a human demonstration (JSON: 21 keypoints or a MANO mesh, see
@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="where the learned models run (cpu, cuda:0)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("grasps.npz"), help="output .npz")
-    parser.add_argument("--image", type=Path, help="also draw the best grasps into this PNG")
+    parser.add_argument("--image", type=Path, help="also draw the best grasps into this PNG (human_demo: the human hand "
+                        "and the Allegro side by side on the object, with both contact heatmaps)")
     args = parser.parse_args(argv)
 
     if args.nerf is not None and (args.cloud is not None or args.mesh is not None):
@@ -120,7 +121,14 @@ def main(argv: list[str] | None = None) -> int:
              y_pick=p.y_pick.numpy(), frame_id=p.grasps.frame_id)
     print(f"{result.reason}; " + ", ".join(f"{k} {v:.2f} s" for k, v in result.timings_s.items()))
     print(f"wrote {args.out}")
-    if args.image:
+    if args.image and p.transfer is not None:  # the human hand and the Allegro side by side, with both heatmaps
+        from getagrip_ros.human_demo.human_hand import demonstration_keypoints
+        from getagrip_ros.planning.human_demo_sampler import human_demo_hand_model
+        from getagrip_ros.viz.transfer_image import draw_transfer
+
+        keypoints = demonstration_keypoints(demonstration).numpy()
+        print(f"wrote {draw_transfer(keypoints, p.transfer, human_demo_hand_model(config.human_demo.hand), args.image)}")
+    elif args.image:
         from getagrip_ros.viz.grasp_image import draw_grasps
 
         cloud = points if points is not None else p.grasps.palm_position_m.numpy()

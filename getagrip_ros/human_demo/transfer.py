@@ -27,25 +27,32 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import numpy as np
 import torch
 
-from getagrip_ros.grasp.rotations import rot6d_from_matrix
+from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.grasp.rotations import rot6d_from_matrix, so3_exp
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.human_demo.human_hand import capsule_distance, contact_heatmap, demonstration_keypoints, palm_vectors
 from getagrip_ros.synthesis.hand_model import HandModel, pose_from_translation_rot6d
+from getagrip_ros.synthesis.losses import hand_epsilon_quality
 from getagrip_ros.synthesis.object_sdf import ObjectSDF
-from getagrip_ros.synthesis.optimizer import SynthesisConfig, allegro_grasp, fingertip_contacts
+from getagrip_ros.synthesis.optimizer import ALLEGRO_FLEXION_JOINTS, SynthesisConfig, allegro_grasp, fingertip_contacts
+
+#: The weighted terms of step (c), as :meth:`TransferObjective.total` names them.
+TERMS = ("contact", "orientation", "interpenetration", "self_penetration", "table")
 
 
 @dataclass(frozen=True)
 class TransferWeights:
-    """The seed's weights: lambda_C = 10, lambda_O = 10, lambda_I = 0.5, lambda_S = 1; the table as L_push."""
+    """The seed's weights (lambda_C = 10, lambda_I = 0.5, lambda_S = 1) but lambda_O = 100 (ours; at the seed's 10 the
+    hand turned by up to 0.2 to escape penetration, mean orientation difference 0.057 on 60 demonstrations); the
+    table as L_push."""
 
     contact: float = 10.0
-    orientation: float = 10.0
+    orientation: float = 100.0
     interpenetration: float = 0.5
     self_penetration: float = 1.0
     table: float = 2.4
@@ -73,11 +80,18 @@ class TransferConfig:
     """Object points the heatmaps are computed on (drawn from the SDF's surface samples)."""
     weights: TransferWeights = TransferWeights()
     interpenetration: InterpenetrationConfig = InterpenetrationConfig()
+    finger_init: Literal["contact", "discrete"] = "contact"
+    """Step (b): "contact", the fingertips optimised toward the human contact regions (the seed's); "discrete", the
+    seed's ablation: each flexion joint, base to tip, closed to the most closed of ``discrete_bins`` values that does
+    not push the hand deeper into the object."""
     finger_iterations: int = 50
-    """Step (b): the fingers to the human contact regions."""
+    """Step (b) "contact": iterations."""
+    discrete_bins: int = 10
     finger_lr: float = 1e-2
     iterations: int = 100
-    """Step (c): the full optimisation (the seed's 100)."""
+    """Step (c): the full optimisation (the seed's 100; 0 leaves it out)."""
+    terms: tuple[str, ...] = TERMS
+    """Step (c)'s terms (the ablation leaves some out)."""
     lr_translation: float = 1e-3
     lr_rotation: float = 1e-2
     lr_joints: float = 1e-2
@@ -87,6 +101,27 @@ class TransferConfig:
     """Object points whose human heatmap is at least this are the human contact region (d <= tau ln 2 = 7 mm)."""
     max_demo_distance_m: float = 0.02
     """A demonstration whose hand comes no closer than this to the object is refused."""
+
+    def __post_init__(self) -> None:
+        if self.finger_init not in ("contact", "discrete"):
+            raise ValueError(f"finger_init must be 'contact' or 'discrete', got {self.finger_init!r}")
+        if unknown := set(self.terms) - set(TERMS):
+            raise ValueError(f"unknown transfer terms {sorted(unknown)}; known: {', '.join(TERMS)}")
+
+
+@dataclass(frozen=True)
+class SimilarityRegion:
+    """Where variants of a transferred grasp may go (:func:`similar_grasps`): random moves of its contact state, kept
+    only while they stay like the demonstration."""
+
+    translation_std_m: float = 0.01
+    rotation_std_rad: float = 0.03
+    """Palm rotation (axis-angle, each component)."""
+    joint_std_rad: float = 0.1
+    max_contact_increase: float = 0.02
+    """A variant's contact heatmap difference may exceed the transfer's by at most this."""
+    max_orientation_difference: float = 0.1
+    """A variant's orientation difference stays below this (the seed's L_O: about 0.04 per degree the palm turns)."""
 
 
 class TransferError(ValueError):
@@ -113,6 +148,10 @@ class TransferResult:
     """|n_r - n_h|_1 + |f_r - f_h|_1 (the seed's L_O)."""
     penetration_depth_m: float
     """Deepest robot sample inside the object."""
+    penetration_volume_cm3: float
+    """Sum over the robot's surface samples inside the object of area x depth: an estimate of the volume."""
+    epsilon_quality: float
+    """Epsilon-quality of the robot's contacts (:func:`getagrip_ros.synthesis.losses.hand_epsilon_quality`)."""
     losses: dict[str, float]
     """The final loss terms (unweighted)."""
     timings_s: dict[str, float]
@@ -191,6 +230,7 @@ class TransferObjective:
             "table": table,
             "push": push, "pull": pull, "normal": normal,
             "penetration_depth_m": (-d_robot).clamp_min(0).max(),
+            "penetration_volume_cm3": ((-d_robot).clamp_min(0) * hand.sample_area_m2.to(d_robot)).sum() * 1e6,
             "heat_robot": heat_robot,
         }
 
@@ -266,7 +306,10 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
     t = time.monotonic()
     optimizer = torch.optim.AdamW([q], lr=config.finger_lr, weight_decay=0.0)
     T_fixed = pose_from_translation_rot6d(translation.detach()[None], rot6d.detach()[None])[0]
-    for _ in range(config.finger_iterations):
+    if config.finger_init == "discrete":
+        with torch.no_grad():
+            q.copy_(discrete_finger_closing(hand, sdf, T_fixed, q.detach(), config.discrete_bins))
+    for _ in range(config.finger_iterations if config.finger_init == "contact" else 0):
         optimizer.zero_grad()
         tips = hand.fingertip_points(hand.link_poses(T_fixed[None], q[None]))[0]
         reach = torch.cdist(tips, region).amin(-1).sum()
@@ -283,8 +326,8 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
     optimizer = torch.optim.AdamW([{"params": [translation], "lr": config.lr_translation},
                                    {"params": [rot6d], "lr": config.lr_rotation},
                                    {"params": [q], "lr": config.lr_joints}], weight_decay=0.0)
-    names = ("contact", "orientation", "interpenetration", "self_penetration", "table")
-    for iteration in range(config.iterations):
+    names = config.terms
+    for iteration in range(config.iterations if names else 0):
         if iteration == config.lr_drop_at:
             for group in optimizer.param_groups:
                 group["lr"] *= config.lr_drop_factor
@@ -307,6 +350,27 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
     return result
 
 
+def discrete_finger_closing(hand: HandModel, sdf: ObjectSDF, T_object_palm: torch.Tensor, q_rad: torch.Tensor,
+                            bins: int = 10) -> torch.Tensor:
+    """The seed's discrete finger closing (after YCB-Affordance): each Allegro flexion joint in turn, base to tip, set
+    to the most closed of `bins` values between its current angle and its upper limit at which the hand's samples
+    are no deeper in the object (summed depth) than before. (16,) joints."""
+    q = q_rad.clone()
+
+    def depth(qs: torch.Tensor) -> torch.Tensor:
+        samples = hand.surface_points(hand.link_poses(T_object_palm.expand(len(qs), 4, 4), qs))
+        return (-sdf.distance(samples, 0.0)).clamp_min(0).sum(-1)
+
+    with torch.no_grad():
+        for joints in ALLEGRO_FLEXION_JOINTS:
+            for j in joints:
+                candidates = q.repeat(bins, 1)
+                candidates[:, j] = torch.linspace(float(q[j]), float(hand.upper_limits_rad[j]), bins, dtype=q.dtype)
+                allowed = torch.nonzero(depth(candidates) <= depth(q[None])[0] + 1e-9).flatten()
+                q = candidates[int(allowed.max())]
+    return q
+
+
 def robot_grasp_result(objective: TransferObjective, T_object_palm: torch.Tensor, q_rad: torch.Tensor,
                        pregrasp: SynthesisConfig = SynthesisConfig()) -> TransferResult:
     """An Allegro grasp in contact (palm pose (4, 4), joints (16,)) judged against the demonstration: its 37-D form
@@ -321,4 +385,34 @@ def robot_grasp_result(objective: TransferObjective, T_object_palm: torch.Tensor
         heatmap_human=objective.heat_human, heatmap_robot=terms["heat_robot"],
         contact_heatmap_difference=float(terms["contact"]), orientation_difference=float(terms["orientation"]),
         penetration_depth_m=float(terms["penetration_depth_m"]),
+        penetration_volume_cm3=float(terms["penetration_volume_cm3"]),
+        epsilon_quality=hand_epsilon_quality(hand, sdf, T_object_palm, q_clamped[0]),
         losses={k: float(v) for k, v in terms.items() if k != "heat_robot"}, timings_s={})
+
+
+def similar_grasps(objective: TransferObjective, result: TransferResult, num: int, generator: torch.Generator,
+                   region: SimilarityRegion = SimilarityRegion(),
+                   pregrasp: SynthesisConfig = SynthesisConfig()) -> tuple[Grasp, torch.Tensor, torch.Tensor]:
+    """The transferred grasp and up to ``num - 1`` variants of it that stay in the similarity region: its contact
+    state (palm pose, joints) moved at random (``4 num`` draws), each kept while its contact heatmap and orientation
+    differences stay within `region`; for an evaluator to choose among. Returns the 37-D grasps (the transfer first)
+    and their (K,) contact heatmap and orientation differences. Object frame."""
+    hand = objective.hand
+    draws = 4 * max(num - 1, 0)
+    T0, q0 = result.T_object_palm.double(), result.joint_angles_rad.double()
+    T = T0.repeat(draws + 1, 1, 1)
+    q = q0.repeat(draws + 1, 1)
+    if draws:
+        noise = torch.randn(draws, 3 + 3 + len(q0), generator=generator, dtype=torch.float64)
+        T[1:, :3, 3] += region.translation_std_m * noise[:, :3]
+        T[1:, :3, :3] = so3_exp(region.rotation_std_rad * noise[:, 3:6]) @ T0[:3, :3]
+        q[1:] = torch.maximum(torch.minimum(q0 + region.joint_std_rad * noise[:, 6:], hand.upper_limits_rad),
+                              hand.lower_limits_rad)
+    contact, orientation = objective.similarity(T, q)
+    keep = (contact <= contact[0] + region.max_contact_increase) & (orientation <= region.max_orientation_difference)
+    keep[0] = True
+    index = torch.nonzero(keep).flatten()[:num]
+    T, q = T[index], q[index]
+    q_clamped, _, tip_normals = fingertip_contacts(hand, objective.sdf, T, q)
+    grasps, _, _ = allegro_grasp(T, q_clamped, tip_normals, hand, objective.sdf, objective.T_table_object, pregrasp)
+    return grasps, contact[index], orientation[index]

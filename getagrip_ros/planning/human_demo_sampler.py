@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import torch
 
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
-from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, TransferResult, transfer_grasp
+from getagrip_ros.human_demo.transfer import (SimilarityRegion, TransferConfig, TransferError, TransferResult,
+                                              similar_grasps, transfer_grasp, transfer_objective)
 from getagrip_ros.planning.graspd_sampler import GraspdSamplerConfig, planning_object_sdf
 from getagrip_ros.planning.object_input import PlanningObject
 from getagrip_ros.status import StageError, StatusCode
@@ -29,9 +31,17 @@ class HumanDemoSamplerConfig:
 
     transfer: TransferConfig = field(default_factory=TransferConfig)
     """The optimisation (losses, steps, learning rates; the seed's numbers)."""
+    num_candidates: int = 1
+    """The transferred grasp, and up to this many minus one variants of it in the similarity region for an evaluator
+    to choose among (:func:`getagrip_ros.human_demo.transfer.similar_grasps`); 1: the transfer alone."""
+    similarity_region: SimilarityRegion = SimilarityRegion()
     hand: AllegroModelConfig = AllegroModelConfig(contact_links="all", sampling=SurfaceSamplingConfig(num_samples=1000))
     """The Allegro's surface for the heatmaps and the interpenetration terms (1000 samples: a transfer takes ~5 s on
     2 cores; 3000: ~9 s, the same similarity)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_candidates, int) or self.num_candidates < 1:
+            raise ValueError(f"human_demo: num_candidates must be a whole number >= 1, got {self.num_candidates!r}")
 
 
 @functools.lru_cache(maxsize=2)
@@ -43,7 +53,7 @@ def human_demo_hand_model(config: AllegroModelConfig) -> HandModel:
 @dataclass
 class HumanDemoSample:
     grasps: Grasp
-    """One grasp in the object's frame."""
+    """The transferred grasp (and its variants), in the object's frame."""
     transfer: TransferResult
     note: str
 
@@ -70,8 +80,15 @@ def sample_human_demo(obj: PlanningObject, demonstration: HumanDemonstration, co
                                 T_object_table=np.eye(4), seed=seed, pregrasp=object_config.synthesis)
     except TransferError as err:
         raise StageError(StatusCode.INVALID_GOAL, f"human demonstration: {err}") from err
+    grasps = result.grasp
+    if config.num_candidates > 1:
+        objective = transfer_objective(demonstration, human_demo_hand_model(config.hand), sdf, config.transfer,
+                                       T_object_table=np.eye(4), seed=seed)
+        grasps, _, _ = similar_grasps(objective, result, config.num_candidates, torch.Generator().manual_seed(seed),
+                                      config.similarity_region, object_config.synthesis)
     step(1.0)
     note += (f"; transferred from the human demonstration (contact heatmap difference "
              f"{result.contact_heatmap_difference:.3f}, orientation difference {result.orientation_difference:.3f}"
-             f"{', SDF from the mesh' if source == 'mesh' else ''})")
-    return HumanDemoSample(result.grasp, result, note)
+             f"{', SDF from the mesh' if source == 'mesh' else ''}"
+             f"{f'; {len(grasps) - 1} variants in the similarity region' if config.num_candidates > 1 else ''})")
+    return HumanDemoSample(grasps, result, note)

@@ -27,6 +27,7 @@ from getagrip_ros.grasp.filters import CableFilterConfig, cable_filter_mask, cab
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.perturb import PerturbationConfig
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
+from getagrip_ros.human_demo.transfer import TransferResult
 from getagrip_ros.models.bps_evaluator import Y_PGS
 from getagrip_ros.models.checkpoints import CheckpointError, LoadedModel, load_checkpoint
 from getagrip_ros.models.shipped import SHIPPED, resolve_model_file
@@ -168,6 +169,8 @@ class PlannedGrasps:
     """(K, 16) fingertips pushed along d_i (closing command)."""
     object_centroid_m: np.ndarray
     """(3,) the object centroid the plan used (origin of the models' frame Oy), in the grasps' frame."""
+    transfer: TransferResult | None = None
+    """The human_demo sampler's transfer (the grasp in contact and both contact heatmaps), before any refinement."""
 
 
 @dataclass
@@ -442,7 +445,7 @@ class GraspPlanner:
                 checkpoint()
                 report("sampling", STAGE_PROGRESS["sampling"] + span * fraction, nan)
 
-            sampler_note = ""
+            sampler_note, transfer = "", None
             if graspd:
                 def synthesis_step(fraction: float) -> None:  # the deadline ends synthesis early, not the plan
                     cancel_point()
@@ -454,7 +457,7 @@ class GraspPlanner:
             elif request.sampler == "human_demo":
                 seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
                 transferred = sample_human_demo(obj, request.human_demo, cfg.human_demo, cfg.graspd, seed, sampling_step)
-                samples, sampler_note = transferred.grasps, transferred.note
+                samples, sampler_note, transfer = transferred.grasps, transferred.note, transferred.transfer
             else:
                 samples = sampler.sample(obj, num_samples, generator, sampling_step)
             samples.joint_angles_rad = torch.maximum(torch.minimum(samples.joint_angles_rad, limits[1]), limits[0])
@@ -484,7 +487,7 @@ class GraspPlanner:
                 closed.append(targets.closed.joint_angles_rad)
         report("done", 1.0, float(labels[0, Y_PGS]))
         planned = PlannedGrasps(chosen, labels[:, 2].clone(), labels[:, 1].clone(), labels[:, 0].clone(),
-                                torch.cat(pre), torch.cat(closed), obj.centroid_m.copy())
+                                torch.cat(pre), torch.cat(closed), obj.centroid_m.copy(), transfer)
         return planned, note + sampler_note
 
     def _rank_and_refine(self, request: PlanRequest, obj: PlanningObject, evaluator, samples: Grasp,

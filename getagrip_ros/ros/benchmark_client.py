@@ -14,6 +14,7 @@ import yaml
 
 from getagrip_ros.bringup.description import profile
 from getagrip_ros.config_tree import flatten
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.ros.processes import NodeProcess, isolated_ros_environment
 from getagrip_ros.task.config import GraspTaskConfig
 from getagrip_ros.task.in_process import StackConfig
@@ -70,10 +71,12 @@ class BenchmarkStack:
         self.client = ActionClient(self.node, GraspObject, "grasp_object")
         return self
 
-    def run_trial(self, position_m: np.ndarray, name: str, object_name: str, config: GraspTaskConfig):
-        """One grasp_object goal; its result message."""
+    def run_trial(self, position_m: np.ndarray, name: str, object_name: str, config: GraspTaskConfig,
+                  human_demo: HumanDemonstration | None = None):
+        """One grasp_object goal (with `human_demo`, world frame, for the human_demo sampler); its result message."""
         from getagrip_interfaces.action import GraspObject
         from getagrip_ros.ros.client import call_action
+        from getagrip_ros.ros.stage_messages import human_demo_to_msg
 
         differs = [k for k in ("num_images", "plan_with_mesh", "planner", "trials_dir", "work_dir", "timeouts", "scoring",
                                  "record_image_stride")
@@ -82,6 +85,8 @@ class BenchmarkStack:
             raise ValueError(f"the bring-up was started with other task settings: {differs}")
         goal = GraspObject.Goal(object_name=object_name, perception=config.perception, sampler=config.sampler,
                                 evaluator=config.evaluator, num_grasps=config.num_grasps, seed=config.seed, trial_name=name)
+        if human_demo is not None:
+            goal.human_demo = human_demo_to_msg(human_demo)
         goal.object_position.header.frame_id = "world"
         goal.object_position.point.x, goal.object_position.point.y, goal.object_position.point.z = (float(v) for v in position_m)
         budget = sum(getattr(config.timeouts, f) for f in config.timeouts.__dataclass_fields__) + 120.0

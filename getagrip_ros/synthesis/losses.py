@@ -25,6 +25,7 @@ from typing import Literal, Optional
 
 import torch
 
+from getagrip_ros.grasp.quality import epsilon_quality
 from getagrip_ros.grasp.rotations import skew
 from getagrip_ros.synthesis.contact import ContactConfig, friction_cone_excess, normal_force, tangential_part
 from getagrip_ros.synthesis.hand_model import HandModel
@@ -269,3 +270,33 @@ def grasp_metrics(hand: HandModel, sdf: ObjectSDF, state: HandState, wrenches: t
             penetration_depth_m=depth.amax(-1), penetration_volume_cm3=(depth * area).sum(-1) * 1e6,
             fingertip_distance_m=tip_d, self_intersection_m=overlap, table_penetration_m=below,
             joint_limit_violation_rad=violation)
+
+
+def hand_contacts(hand: HandModel, sdf: ObjectSDF, T_object_root: torch.Tensor, q_rad: torch.Tensor,
+                  threshold_m: float = 0.005) -> tuple[torch.Tensor, torch.Tensor]:
+    """Point contacts of one hand pose ((4, 4) root pose, (J,) joints) on the object: per link, its sample nearest
+    the surface (or deepest inside) if within `threshold_m`, projected onto the surface. Returns points (K, 3) and
+    inward unit normals (K, 3), object frame."""
+    with torch.no_grad():
+        samples = hand.surface_points(hand.link_poses(T_object_root[None].double(), q_rad[None].double()))[0]
+        d, grad = sdf.query(samples, 0.0)
+        normal = grad / grad.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        best = torch.full((len(hand.link_names),), float("inf"), dtype=d.dtype).scatter_reduce(0, hand.sample_link, d, "amin")
+        points, normals = [], []
+        for link in torch.nonzero(best <= threshold_m).flatten().tolist():
+            i = torch.nonzero((hand.sample_link == link) & (d == best[link])).flatten()[0]
+            points.append(samples[i] - d[i] * normal[i])
+            normals.append(-normal[i])
+    if not points:
+        return samples.new_zeros(0, 3), samples.new_zeros(0, 3)
+    return torch.stack(points), torch.stack(normals)
+
+
+def hand_epsilon_quality(hand: HandModel, sdf: ObjectSDF, T_object_root: torch.Tensor, q_rad: torch.Tensor,
+                         threshold_m: float = 0.005, friction: float = 0.5, edges: int = 8) -> float:
+    """Epsilon-quality (:func:`getagrip_ros.grasp.quality.epsilon_quality`) of the hand's contacts
+    (:func:`hand_contacts`), torques about the object's centre over its largest radius."""
+    points, normals = hand_contacts(hand, sdf, T_object_root, q_rad, threshold_m)
+    centre = sdf.centre_m
+    radius = float((sdf.surface_points_m - centre).norm(dim=-1).max())
+    return epsilon_quality(points.numpy(), normals.numpy(), centre.numpy(), radius, friction, edges)

@@ -60,6 +60,11 @@ class BenchmarkProtocol:
     """sampler, evaluator, seed, trials_dir and work_dir are set per trial."""
     stack: StackConfig = field(default_factory=StackConfig)
     """Every stage's settings (the object is named per trial; the reset puts it on the table)."""
+    human_demos: str = ""
+    """For human_demo+... methods: a folder with one demonstration per object (:func:`demonstration_path`), in the
+    world frame of the object where the reset places it. Each trial's bag records the demonstration it used."""
+    human_demo_kind: str = ""
+    """Which of an object's demonstrations: ``<object>__<kind>.json`` (e.g. tripod); "" for ``<object>.json``."""
 
     def __post_init__(self) -> None:
         """Names and counts are checked here (no file is read); `check_protocol` also checks objects and models."""
@@ -73,13 +78,16 @@ class BenchmarkProtocol:
             if not isinstance(m, str) or not all(m.partition("+")[::2]):  # the evaluator may hold a "+" (bps+geometry)
                 raise ValueError(f"method {m!r} is not sampler+evaluator; {_METHOD_HELP}")
             sampler, evaluator = m.split("+", 1)
-            if sampler in DEMONSTRATION_SAMPLERS:
-                raise ValueError(f"method {m!r}: the {sampler} sampler needs a demonstration per object, which a "
-                                 "benchmark protocol does not hold yet")
+            if sampler in DEMONSTRATION_SAMPLERS and not self.human_demos:
+                raise ValueError(f"method {m!r}: the {sampler} sampler needs a demonstration per object; give the "
+                                 "folder that holds them (human_demos, --human-demos)")
             if sampler not in SAMPLERS:
                 raise ValueError(f"unknown sampler {sampler!r} in method {m!r}; {_METHOD_HELP}")
             if evaluator not in EVALUATORS:
                 raise ValueError(f"unknown evaluator {evaluator!r} in method {m!r}; {_METHOD_HELP}")
+        if self.human_demos and not any(m.split("+", 1)[0] in DEMONSTRATION_SAMPLERS for m in self.methods):
+            raise ValueError(f"human demonstrations are given but no method uses them (samplers: "
+                             f"{', '.join(DEMONSTRATION_SAMPLERS)})")
         for what, items in (("method", self.methods), ("object", self.objects)):
             twice = sorted({i for i in items if items.count(i) > 1})
             if twice:
@@ -230,7 +238,8 @@ def object_spec(name: str):
 
 def check_protocol(protocol: BenchmarkProtocol) -> None:
     """Everything a run needs that can be checked before anything starts: every object exists (catalog name or mesh
-    file) and names its own trials, every method's models are configured, the settings are in range. ValueError with
+    file) and names its own trials, every method's models are configured, every demonstration a method needs loads,
+    the settings are in range. ValueError with
     a one-line reason listing what is valid."""
     from getagrip_ros.models.shipped import resolve_model_file
     from getagrip_ros.task.robot_stages import PLANNERS
@@ -254,6 +263,17 @@ def check_protocol(protocol: BenchmarkProtocol) -> None:
                     raise ValueError(f"method {method!r} needs a {setting.replace('_', ' ')} file and "
                                      f"{'none is configured' if not value else f'{path} is missing'} "
                                      f"(stack.planner.models.{setting})")
+    if any(m.split("+", 1)[0] in DEMONSTRATION_SAMPLERS for m in protocol.methods):
+        from getagrip_ros.human_demo.demonstration import DemonstrationError, load_demonstration
+
+        for obj in protocol.objects:
+            path = demonstration_path(protocol, obj)
+            try:
+                demo = load_demonstration(path)
+            except (OSError, DemonstrationError) as exc:
+                raise ValueError(f"object {obj!r} has no usable demonstration at {path}: {exc}") from None
+            if demo.frame_id != "world":
+                raise ValueError(f"{path}: a benchmark demonstration is in the world frame, not {demo.frame_id!r}")
     task = protocol.task
     if task.planner not in PLANNERS:
         raise ValueError(f"unknown motion planner {task.planner!r}; known: {', '.join(PLANNERS)}")
@@ -328,6 +348,21 @@ def _pending(protocol: BenchmarkProtocol, trials: Path, skip: frozenset[str] = f
                 yield obj, method, k, name
 
 
+def demonstration_path(protocol: BenchmarkProtocol, obj: str) -> Path:
+    """Where the protocol's demonstration of `obj` is: ``<human_demos>/<object>[__<kind>].json``, the object named as
+    its trials are (``tabletop20_apple``)."""
+    kind = f"__{protocol.human_demo_kind}" if protocol.human_demo_kind else ""
+    return Path(protocol.human_demos).expanduser() / f"{_slug(obj)}{kind}.json"
+
+
+def _demonstration(protocol: BenchmarkProtocol, obj: str, method: str):
+    """The demonstration a trial of `method` on `obj` uses (None for the other samplers)."""
+    from getagrip_ros.human_demo.demonstration import load_demonstration
+
+    return load_demonstration(demonstration_path(protocol, obj)) \
+        if method.split("+", 1)[0] in DEMONSTRATION_SAMPLERS else None
+
+
 def _trial_config(protocol: BenchmarkProtocol, method: str, k: int, out: Path) -> GraspTaskConfig:
     sampler, evaluator = method.split("+", 1)
     return replace(protocol.task, sampler=sampler, evaluator=evaluator, seed=protocol.task.seed + k,
@@ -366,7 +401,8 @@ def run_benchmark(protocol: BenchmarkProtocol, out_dir: str | Path,
         try:
             for obj, method, k, name in pending:
                 config = _trial_config(protocol, method, k, out)
-                on_trial(name, GraspTask(stack, config).run(position, name, obj=TrialObject(obj)))
+                on_trial(name, GraspTask(stack, config).run(position, name, obj=TrialObject(obj),
+                                                             human_demo=_demonstration(protocol, obj, method)))
         finally:
             stack.close()
     elif pending:
@@ -375,7 +411,7 @@ def run_benchmark(protocol: BenchmarkProtocol, out_dir: str | Path,
         with BenchmarkStack(protocol.stack, _trial_config(protocol, protocol.methods[0], 0, out), out, log) as stack:
             for obj, method, k, name in pending:
                 config = _trial_config(protocol, method, k, out)
-                on_trial(name, stack.run_trial(position, name, obj, config))
+                on_trial(name, stack.run_trial(position, name, obj, config, _demonstration(protocol, obj, method)))
     if any(trials.rglob("*.mcap")):
         rows, summary, plot = summarize_folder(trials, out)
     else:  # every object skipped: no trial ran

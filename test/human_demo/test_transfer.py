@@ -127,3 +127,84 @@ def test_the_fixed_set_baseline_closes_each_grasp_and_keeps_the_most_similar(sid
     assert not torch.equal(closed, q)  # the fingers moved towards the can
     result, index = fixed_set_grasp(objective, candidates, hand)
     assert index == 1 and result.orientation_difference < 1e-9
+
+
+def test_the_result_reports_the_seeds_quality_columns(side_grasp, allegro, cylinder_sdf):
+    from getagrip_ros.grasp.quality import epsilon_quality
+    from getagrip_ros.synthesis.losses import hand_contacts
+
+    result = transfer_grasp(side_grasp, allegro, cylinder_sdf, FAST, T_object_table=np.eye(4))
+    # penetration volume: positive exactly when a sample is inside
+    assert (result.penetration_volume_cm3 > 0) == (result.penetration_depth_m > 0) and result.penetration_volume_cm3 < 5
+    # epsilon-quality of the links' contacts (the palm and fingers on the can's +x side: several contacts)
+    points, normals = hand_contacts(allegro, cylinder_sdf, result.T_object_palm, result.joint_angles_rad)
+    radius = float((cylinder_sdf.surface_points_m - cylinder_sdf.centre_m).norm(dim=-1).max())
+    assert len(points) >= 4
+    assert result.epsilon_quality == epsilon_quality(points.numpy(), normals.numpy(), cylinder_sdf.centre_m.numpy(), radius)
+    # contacts lie on the can's side, normals into it
+    radial = points[:, :2].norm(dim=-1)
+    assert ((radial - 0.035).abs() < 0.003).float().mean() > 0.7
+    inward = -(points[:, :2] / radial[:, None])
+    assert ((normals[:, :2] * inward).sum(-1) > 0.5).float().mean() > 0.7
+    # the open hand at the human palm touches nothing: no contacts, no quality
+    start = transfer_grasp(side_grasp, allegro, cylinder_sdf, TransferConfig(num_object_points=500, finger_iterations=0,
+                                                                            iterations=0), T_object_table=np.eye(4))
+    assert start.epsilon_quality == 0.0
+
+
+def test_discrete_finger_closing_closes_each_finger_until_it_would_go_deeper(side_grasp, allegro, cylinder_sdf):
+    from getagrip_ros.human_demo.transfer import discrete_finger_closing
+    from getagrip_ros.synthesis.optimizer import ALLEGRO_FLEXION_JOINTS
+
+    T = initial_palm_pose(torch.as_tensor(side_grasp.keypoints_m))
+    q0 = allegro.open_joint_angles_rad.to(F64)
+    q = discrete_finger_closing(allegro, cylinder_sdf, T, q0, bins=8)
+    flexion = [j for joints in ALLEGRO_FLEXION_JOINTS for j in joints]
+    others = [j for j in range(16) if j not in flexion]
+    assert torch.equal(q[others], q0[others])
+    assert (q[flexion] >= q0[flexion] - 1e-12).all() and (q[flexion] > q0[flexion] + 0.05).sum() >= 4
+
+    def depth(joints):
+        samples = allegro.surface_points(allegro.link_poses(T[None], joints[None]))[0]
+        return float((-cylinder_sdf.distance(samples, 0.0)).clamp_min(0).sum())
+
+    assert depth(q) <= depth(q0) + 1e-9
+    # the ablation that uses it runs end to end
+    result = transfer_grasp(side_grasp, allegro, cylinder_sdf, TransferConfig(num_object_points=500, finger_init="discrete",
+                                                                             iterations=0), T_object_table=np.eye(4))
+    assert result.heatmap_robot.max() > 0.5
+
+
+def test_step_c_runs_only_the_named_terms(side_grasp, allegro, cylinder_sdf):
+    with pytest.raises(ValueError, match="unknown transfer terms"):
+        TransferConfig(terms=("contact", "friendliness"))
+    with pytest.raises(ValueError, match="finger_init"):
+        TransferConfig(finger_init="magic")
+    # with only the orientation term, step (c) keeps the human palm orientation exactly and leaves the joints alone
+    only = TransferConfig(num_object_points=500, finger_iterations=10, iterations=10, terms=("orientation",))
+    no_c = TransferConfig(num_object_points=500, finger_iterations=10, iterations=0)
+    a = transfer_grasp(side_grasp, allegro, cylinder_sdf, only, T_object_table=np.eye(4))
+    b = transfer_grasp(side_grasp, allegro, cylinder_sdf, no_c, T_object_table=np.eye(4))
+    assert torch.allclose(a.joint_angles_rad, b.joint_angles_rad)
+    assert a.orientation_difference < 0.02  # L1 at its minimum: Adam hovers around it
+
+
+def test_similar_grasps_stay_like_the_demonstration(side_grasp, allegro, cylinder_sdf):
+    from getagrip_ros.human_demo.transfer import SimilarityRegion, similar_grasps, transfer_objective
+
+    result = transfer_grasp(side_grasp, allegro, cylinder_sdf, FAST, T_object_table=np.eye(4))
+    objective = transfer_objective(side_grasp, allegro, cylinder_sdf, FAST, np.eye(4))
+    region = SimilarityRegion(max_contact_increase=0.01, max_orientation_difference=0.08)
+    grasps, contact, orientation = similar_grasps(objective, result, 8, torch.Generator().manual_seed(0), region)
+    assert 2 <= len(grasps) <= 8 and len(contact) == len(orientation) == len(grasps)
+    # the transfer itself comes first, unchanged
+    assert torch.allclose(grasps.palm_position_m[0], result.grasp.palm_position_m[0])
+    assert torch.allclose(grasps.joint_angles_rad[0], result.grasp.joint_angles_rad[0])
+    assert abs(float(contact[0]) - result.contact_heatmap_difference) < 1e-9
+    # the variants differ from it, within the region
+    assert (grasps.palm_position_m[1:] - grasps.palm_position_m[0]).norm(dim=-1).min() > 1e-4
+    assert (contact <= contact[0] + 0.01 + 1e-12).all() and (orientation[1:] <= 0.08).all()
+    # a region nothing else fits leaves the transfer alone
+    alone, _, _ = similar_grasps(objective, result, 8, torch.Generator().manual_seed(0),
+                                 SimilarityRegion(max_contact_increase=-1.0))
+    assert len(alone) == 1

@@ -2,13 +2,14 @@
 part of issue 23)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from getagrip_ros.grasp.grasp import Grasp
-from getagrip_ros.human_demo.demonstration import HumanDemonstration, save_demonstration
+from getagrip_ros.human_demo.demonstration import HumanDemonstration, load_demonstration, save_demonstration
 from getagrip_ros.human_demo.transfer import TransferConfig
 from getagrip_ros.objects.primitives import cylinder_surface_points
 from getagrip_ros.planning.human_demo_sampler import HumanDemoSamplerConfig
@@ -59,6 +60,25 @@ def test_the_demonstrated_grasp_is_planned_on_the_cloud(planner, demo):
     assert any(stage == "sampling" for stage, *_ in calls)
 
 
+def test_an_evaluator_chooses_among_variants_in_the_similarity_region(demo):
+    import dataclasses
+
+    config = GraspPlannerConfig(graspd=FAST_GRASPD, human_demo=dataclasses.replace(FAST, num_candidates=8))
+    planner = GraspPlanner(config)
+    result = planner.plan(request(demo, evaluator="geometry", num_grasps=4, refinement_iterations=0))
+    assert result.success, result.reason
+    assert "variants in the similarity region" in result.reason and "ranked by the geometry evaluator" in result.reason
+    planned = result.planned
+    assert 2 <= len(planned.grasps) <= 4 and torch.isfinite(planned.y_pgs).all()
+    assert (planned.y_pgs[:-1] >= planned.y_pgs[1:]).all()  # best first
+    # every variant still holds the can the demonstrated way: palm on the -y side, fingers forward
+    R = planned.grasps.palm_rotation.numpy()
+    assert (R[:, 1, 0] > 0.8).all() and (R[:, 0, 2] > 0.8).all()
+    assert planned.transfer is not None and planned.transfer.orientation_difference < 0.1
+    with pytest.raises(ValueError, match="num_candidates"):
+        dataclasses.replace(FAST, num_candidates=0)
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(human_demo=None), "needs a human demonstration"),
     (dict(sampler="heuristic"), "used by the human_demo sampler only"),
@@ -82,9 +102,18 @@ def test_cli_plans_from_a_demonstration_file(tmp_path, demo, capsys):
     save_demonstration(demo, tmp_path / "demo.json")
     out = tmp_path / "g.npz"
     code = main([str(tmp_path / "cloud.npy"), "--sampler", "human_demo", "--human-demo", str(tmp_path / "demo.json"),
-                 "--evaluator", "none", "--num-grasps", "1", "--out", str(out)])
+                 "--evaluator", "none", "--num-grasps", "1", "--out", str(out), "--image", str(tmp_path / "demo.png")])
     assert code == 0, capsys.readouterr().err
     assert len(np.load(out)["vectors_37d"]) == 1
+    # the picture: the human hand (left) and the Allegro (right), each drawn blue, on heatmaps that are red at contact
+    import matplotlib.image
+
+    rgb = (matplotlib.image.imread(tmp_path / "demo.png")[..., :3] * 255).astype(int)
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    red, blue = (r > 150) & (g < 90) & (b < 90), (b > r + 40) & (b > g + 20)
+    half = rgb.shape[1] // 2
+    for side in (slice(0, half), slice(half, None)):
+        assert red[:, side].sum() > 200 and blue[:, side].sum() > 200, (red[:, side].sum(), blue[:, side].sum())
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**demo.to_dict(), "keypoints_m": [[0, 0, 0]] * 21}))
     assert main([str(tmp_path / "cloud.npy"), "--sampler", "human_demo", "--human-demo", str(bad), "--out", str(out)]) == 2
@@ -93,6 +122,33 @@ def test_cli_plans_from_a_demonstration_file(tmp_path, demo, capsys):
         main([str(tmp_path / "cloud.npy"), "--sampler", "graspd", "--human-demo", str(tmp_path / "demo.json")])
 
 
-def test_benchmark_protocols_refuse_the_demonstration_sampler():
+def test_benchmark_protocols_hold_a_demonstration_per_object(tmp_path):
+    import shutil
+
+    from getagrip_ros.task.benchmark import check_protocol, demonstration_path, freeze, load_protocol
+
     with pytest.raises(ValueError, match="needs a demonstration per object"):
         BenchmarkProtocol(objects=("tabletop20/cube",), methods=("human_demo+none",))
+    with pytest.raises(ValueError, match="no method uses them"):
+        BenchmarkProtocol(objects=("tabletop20/cube",), methods=("fixed+none",), human_demos=str(tmp_path))
+    shipped = Path(__file__).resolve().parents[2] / "docs" / "human_demo" / "demos"
+    protocol = BenchmarkProtocol(objects=("tabletop20/cube", "tabletop20/apple"), methods=("human_demo+none", "fixed+none"),
+                                 human_demos=str(tmp_path), human_demo_kind="tripod")
+    assert demonstration_path(protocol, "tabletop20/apple") == tmp_path / "tabletop20_apple__tripod.json"
+    shutil.copy(shipped / "tabletop20_cube__tripod.json", tmp_path)
+    with pytest.raises(ValueError, match=r"'tabletop20/apple' has no usable demonstration at .*tabletop20_apple__tripod"):
+        check_protocol(protocol)
+    (tmp_path / "tabletop20_apple__tripod.json").write_text(json.dumps({"format": "keypoints21", "frame_id": "world",
+                                                                      "keypoints_m": [[0, 0, 0]] * 20}))
+    with pytest.raises(ValueError, match="21"):
+        check_protocol(protocol)
+    demo = load_demonstration(shipped / "tabletop20_apple__tripod.json")
+    save_demonstration(HumanDemonstration("keypoints21", "camera", demo.keypoints_m), tmp_path / "tabletop20_apple__tripod.json")
+    with pytest.raises(ValueError, match="world frame, not 'camera'"):
+        check_protocol(protocol)
+    shutil.copy(shipped / "tabletop20_apple__tripod.json", tmp_path)
+    check_protocol(protocol)
+    freeze(protocol, tmp_path / "bench")
+    assert load_protocol(tmp_path / "bench" / "protocol.yaml") == protocol
+
+

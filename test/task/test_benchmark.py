@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+from pathlib import Path
 from dataclasses import replace
 
 import numpy as np
@@ -282,3 +283,22 @@ def test_the_ros_mode_runs_the_same_protocol_through_the_launched_stack_and_agre
     assert "| cube | lifted | lifted | yes |" in (tmp_path / "agreement" / "agreement.md").read_text()
     with pytest.raises(ValueError, match="unknown mode"):
         run_benchmark(protocol, tmp_path / "other", mode="launch")
+
+
+def test_a_benchmark_with_demonstrations_gives_each_object_its_own(tmp_path):
+    """human_demo+none: each trial's goal carries the object's demonstration from the protocol's folder, the plan is
+    the transferred grasp, and the bag records the demonstration."""
+    import numpy as np
+
+    from getagrip_ros.human_demo.demonstration import load_demonstration
+    from getagrip_ros.trials.bag import read_bag
+
+    demos = Path(__file__).resolve().parents[2] / "docs" / "human_demo" / "demos_fr3"  # ones the wrist allows
+    protocol = replace(_protocol(), methods=("human_demo+none",), human_demos=str(demos), human_demo_kind="tripod")
+    results = run_benchmark(protocol, tmp_path)
+    (trial,) = results["trials"]
+    assert trial["status"] in ("SUCCEEDED", "NO_RESULT") and trial["stage"] in ("execution", "done"), trial["reason"]
+    bag = read_bag(tmp_path / "trials" / trial["trial"])
+    assert bag.metadata["method"]["sampler"] == "human_demo"
+    np.testing.assert_allclose(bag.metadata["method"]["human_demo"]["keypoints_m"],
+                               load_demonstration(demos / "tabletop20_cube__tripod.json").keypoints_m)
