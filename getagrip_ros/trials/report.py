@@ -21,6 +21,7 @@ def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -
     import matplotlib.pyplot as plt
 
     from getagrip_ros.robot.allegro import AllegroHand
+    from getagrip_ros.viz.figures import save_figure
     from getagrip_ros.viz.grasp_image import draw_grasps
 
     meta, outcome = bag.metadata, bag.outcome or {}
@@ -59,12 +60,7 @@ def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -
     fig.suptitle(f"trial {meta.get('trial', '?')}: {method.get('sampler')} + {method.get('evaluator')} "
                  f"({method.get('perception')} perception) -> {verdict} ({outcome.get('status', 'INCOMPLETE')}: "
                  f"{str(outcome.get('reason') or 'no outcome')[:90]}); independent scorer {scorer}", fontsize=11)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)
 
 
 def _plot_lift(ax, states: list, events: list[dict]) -> None:

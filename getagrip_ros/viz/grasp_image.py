@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 
 from getagrip_ros.grasp.grasp import Grasp  # noqa: E402
 from getagrip_ros.robot.allegro import AllegroHand  # noqa: E402
+from getagrip_ros.viz.figures import save_figure  # noqa: E402
 
 _VIEWS = (("front", 10, 180), ("side", 10, -90), ("top", 89, -90))  # (name, elevation deg, azimuth deg)
 
@@ -65,9 +66,4 @@ def _save_views(pts: np.ndarray, draw, title: str, path: str | Path, colors="0.5
                xlabel="x (m)", ylabel="y (m)", zlabel="z (m)", title=f"{name} view")
         ax.view_init(elev=elev, azim=azim)
     fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)

@@ -14,6 +14,7 @@ import torch  # noqa: E402
 
 from getagrip_ros.synthesis.hand_model import HandModel  # noqa: E402
 from getagrip_ros.synthesis.losses import HandState  # noqa: E402
+from getagrip_ros.viz.figures import save_figure  # noqa: E402
 
 
 def draw_synthesis_trajectory(object_points_m: np.ndarray, hand: HandModel, snapshots: Sequence[tuple[int, float, HandState]],
@@ -45,9 +46,4 @@ def draw_synthesis_trajectory(object_points_m: np.ndarray, hand: HandModel, snap
             if r == 0:
                 ax.set_title(f"step {step}, offset {offset_m * 100:.1f} cm", fontsize=9)
     fig.suptitle(title or "coarse-to-fine synthesis (red: samples that may touch, blue: the rest)")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -13,6 +13,7 @@ import torch  # noqa: E402
 
 from getagrip_ros.human_demo.human_hand import CAPSULES  # noqa: E402
 from getagrip_ros.synthesis.hand_model import HandModel  # noqa: E402
+from getagrip_ros.viz.figures import save_figure  # noqa: E402
 
 
 def _view_azimuths_deg(keypoints_m: np.ndarray, object_points_m: np.ndarray) -> tuple[float, float]:
@@ -57,9 +58,4 @@ def draw_transfer(keypoints_m: np.ndarray, result, hand: HandModel, path: str | 
     fig.suptitle(title or (f"human demonstration -> Allegro: contact heatmap difference "
                            f"{result.contact_heatmap_difference:.3f}, orientation difference "
                            f"{result.orientation_difference:.3f}, max penetration {100 * result.penetration_depth_m:.2f} cm"))
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
