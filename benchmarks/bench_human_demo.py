@@ -15,7 +15,13 @@ the seed's Table II rows (:data:`ABLATIONS`).
     python benchmarks/bench_human_demo.py --objects tabletop-20 --out docs/human_demo/transfer.json \
         --demos docs/human_demo/demos            # --from-demos docs/human_demo/demos: the same demonstrations again
     python benchmarks/bench_human_demo.py --from-demos docs/human_demo/demos --ablations --threads 2 \
-        --out docs/human_demo/transfer.json     # how docs/human_demo/transfer.json was made
+        --out docs/human_demo/transfer.json     # how docs/human_demo/transfer.json was made; then, after
+                                                 # finger_init "both" became the default:
+    python benchmarks/bench_human_demo.py --from-demos docs/human_demo/demos --methods transfer,contact_init --update \
+        --out docs/human_demo/transfer.json     # recompute these columns, keep the others
+    python benchmarks/bench_human_demo.py --from-demos docs/human_demo/demos_fr3 --kinds tripod,pinch --ablations \
+        --methods step_a,dexpilot,fixed_set,transfer,contact_init,discrete_init --out docs/human_demo/transfer_fr3.json
+                                                 # the same on demonstrations not used to choose finger_init
     python benchmarks/bench_human_demo.py --wrist-filter --demos docs/human_demo/demos_fr3 --demos-only --kinds tripod,pinch
                                                  # demonstrations this robot's wrist can take (the whole-task benchmark)
 """
@@ -54,8 +60,9 @@ from getagrip_ros.synthesis.optimizer import SynthesisConfig, SynthesisOptions, 
 
 KINDS = {"power": "all", "tripod": "tripod", "pinch": "pinch"}
 BASELINES = ("step_a", "dexpilot", "fixed_set")
-#: The seed's Table II: step (b) replaced by discrete closing; step (c)'s losses removed one by one; no step (c).
-ABLATIONS = ("discrete_init", "without_L_C", "without_L_C_L_O", "without_L_C_L_O_L_S", "without_step_c")
+#: The seed's Table II: step (b) alone (the seed's contact optimisation; ours runs both starts) or replaced by discrete
+#: closing; step (c)'s losses removed one by one; no step (c).
+ABLATIONS = ("contact_init", "discrete_init", "without_L_C", "without_L_C_L_O", "without_L_C_L_O_L_S", "without_step_c")
 
 
 def transfer_configs(transfer: TransferConfig) -> dict[str, TransferConfig]:
@@ -64,6 +71,7 @@ def transfer_configs(transfer: TransferConfig) -> dict[str, TransferConfig]:
         return replace(transfer, terms=tuple(t for t in transfer.terms if t not in names))
 
     return {"transfer": transfer, "step_a": replace(transfer, finger_iterations=0, iterations=0),
+            "contact_init": replace(transfer, finger_init="contact"),
             "discrete_init": replace(transfer, finger_init="discrete"),
             "without_L_C": without("contact"), "without_L_C_L_O": without("contact", "orientation"),
             "without_L_C_L_O_L_S": without("contact", "orientation", "self_penetration"),
@@ -150,6 +158,9 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS), help="grasp kinds (power, tripod, pinch)")
     parser.add_argument("--demos-only", action="store_true", help="write the demonstrations (--demos) and stop")
     parser.add_argument("--ablations", action="store_true", help="also the seed's Table II rows")
+    parser.add_argument("--methods", help="only these methods (comma-separated; default: all)")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the other methods' columns of the rows already in --out and recompute only --methods")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     base = GenerationConfig()
@@ -161,7 +172,10 @@ def main() -> None:
     sampler = HumanDemoSamplerConfig()
     allegro = human_demo_hand_model(sampler.hand)
     configs = transfer_configs(sampler.transfer)
-    methods = [*BASELINES, "transfer", *(ABLATIONS if args.ablations else ())]
+    methods = args.methods.split(",") if args.methods else [*BASELINES, "transfer", *(ABLATIONS if args.ablations else ())]
+    if unknown := set(methods) - {*BASELINES, *configs}:
+        parser.error(f"unknown methods {sorted(unknown)}")
+    previous = {(r["object"], r["kind"]): r for r in json.loads(args.out.read_text())["rows"]} if args.update else {}
     rows = []
     hand = AllegroHand()
     dexpilot_hand = AllegroHand(dtype=torch.float64)
@@ -190,7 +204,7 @@ def main() -> None:
                     print(f"{name:28s} {kind:7s} demonstration written ({made_s / len(demos):.1f} s)", flush=True)
                 if args.demos_only:
                     continue
-                row = {"object": name, "kind": kind, "human_synthesis_s": made_s / len(demos)}
+                row = previous.get((name, kind), {"object": name, "kind": kind, "human_synthesis_s": made_s / len(demos)})
                 for label in methods:
                     try:
                         t = time.perf_counter()
@@ -216,40 +230,47 @@ def main() -> None:
                                   "time_s": elapsed, "optimise_s": result.timings_s.get("optimise_s", 0.0),
                                   "y_pgs": y.y_pgs, "y_coll": y.y_coll, "vector_37d": grasp.to_numpy_vector()[0].tolist()}
                 rows.append(row)
-                t = row["transfer"]
-                print(f"{name:28s} {kind:7s} L_C {row['step_a'].get('contact_heatmap_difference', float('nan')):.3f} -> "
-                      f"{t.get('contact_heatmap_difference', float('nan')):.3f}  L_O {t.get('orientation_difference', float('nan')):.3f}"
-                      f"  pen {t.get('penetration_depth_cm', float('nan')):.2f} cm  {t.get('time_s', float('nan')):.1f} s"
-                      f"  y_PGS {row['step_a'].get('y_pgs', float('nan')):.1f} -> {t.get('y_pgs', float('nan')):.1f}"
-                      f"  | dexpilot L_C {row['dexpilot'].get('contact_heatmap_difference', float('nan')):.3f} pen "
-                      f"{row['dexpilot'].get('penetration_depth_cm', float('nan')):.2f} cm y_PGS "
-                      f"{row['dexpilot'].get('y_pgs', float('nan')):.1f}  | fixed set L_C "
-                      f"{row['fixed_set'].get('contact_heatmap_difference', float('nan')):.3f} L_O "
-                      f"{row['fixed_set'].get('orientation_difference', float('nan')):.3f} y_PGS "
-                      f"{row['fixed_set'].get('y_pgs', float('nan')):.1f}", flush=True)
+                print(f"{name:28s} {kind:7s} " + "  | ".join(
+                    f"{label} L_C {row[label].get('contact_heatmap_difference', float('nan')):.3f} "
+                    f"L_O {row[label].get('orientation_difference', float('nan')):.3f} "
+                    f"pen {row[label].get('penetration_depth_cm', float('nan')):.2f} cm "
+                    f"y_PGS {row[label].get('y_pgs', float('nan')):.1f}" for label in methods), flush=True)
 
     if args.demos_only:
         return
 
     def mean(label: str, key: str, kind: str | None = None) -> float:
-        values = [r[label][key] for r in rows if key in r[label] and (kind is None or r["kind"] == kind)]
+        values = [r[label][key] for r in rows if key in r.get(label, {}) and (kind is None or r["kind"] == kind)]
         return float(np.mean(values)) if values else float("nan")
 
+    labels = [label for label in (*BASELINES, "transfer", *ABLATIONS) if any(label in r for r in rows)]
     summary = {kind or "all": {label: {key: mean(label, key, kind) for key in
                                        ("contact_heatmap_difference", "orientation_difference", "penetration_depth_cm",
                                         "penetration_volume_cm3", "epsilon_quality", "time_s", "optimise_s", "y_pgs",
-                                        "y_coll")} for label in methods}
+                                        "y_coll")} for label in labels}
                for kind in (None, *KINDS)}
     summary["demonstrations"] = len(rows)
     for baseline in ("dexpilot", "fixed_set"):
-        summary[f"transfer_beats_{baseline}_on_contact"] = sum(
-            r["transfer"].get("contact_heatmap_difference", 1) < r[baseline].get("contact_heatmap_difference", 1) for r in rows)
-        summary[f"transfer_beats_{baseline}_on_orientation"] = sum(
-            r["transfer"].get("orientation_difference", 9) < r[baseline].get("orientation_difference", 9) for r in rows)
+        pairs = [(r["transfer"], r[baseline]) for r in rows
+                 if "contact_heatmap_difference" in r.get("transfer", {}) and "contact_heatmap_difference" in r.get(baseline, {})]
+        for column in ("contact", "orientation"):
+            key = "contact_heatmap_difference" if column == "contact" else "orientation_difference"
+            summary[f"transfer_beats_{baseline}_on_{column}"] = sum(ours[key] < theirs[key] for ours, theirs in pairs)
     print(json.dumps(summary, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"summary": summary, "rows": rows, "threads": args.threads,
-                                    "human_steps": args.human_steps}, separators=(",", ":")))
+    args.out.write_text(json.dumps(_rounded({"summary": summary, "rows": rows, "threads": args.threads,
+                                             "human_steps": args.human_steps}), separators=(",", ":")))
+
+
+def _rounded(value, digits: int = 6):
+    """``value`` with every float rounded to ``digits`` decimals, to keep the committed results small."""
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {key: _rounded(item, digits) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item, digits) for item in value]
+    return value
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ finger correspondences: the objective is
 - L_S: sum of tanh(overlap / alpha2) of the Allegro's collision spheres on non-adjacent links.
 
 Three steps: (a) the open hand at the human palm (its palm frame on the human's); (b) the fingers only, their
-tips pulled to the nearest human contact region with L_I + L_S; (c) everything, AdamW (1e-3 translation, 1e-2
-rotation and joints), 100 iterations, the rates divided by 10 at 50. Joints stay within their limits (projected).
+tips pulled to the nearest human contact region with L_I + L_S (the seed's), or closed joint by joint until they
+would go deeper (the seed's discrete ablation); (c) everything, AdamW (1e-3 translation, 1e-2 rotation and joints),
+100 iterations, the rates divided by 10 at 50. By default (ours) (c) runs from both (b)s and the lower final L wins.
+Joints stay within their limits (projected).
 The result is the project's 37-D grasp: pre-grasp joints and closing directions from the synthesis's
 :func:`allegro_grasp`. Object frame throughout; metres, radians.
 """
@@ -43,6 +45,8 @@ from getagrip_ros.synthesis.optimizer import ALLEGRO_FLEXION_JOINTS, SynthesisCo
 
 #: The weighted terms of step (c), as :meth:`TransferObjective.total` names them.
 TERMS = ("contact", "orientation", "interpenetration", "self_penetration", "table")
+#: Step (b)'s choices (:attr:`TransferConfig.finger_init`).
+FINGER_INITS = ("both", "contact", "discrete")
 
 
 @dataclass(frozen=True)
@@ -80,10 +84,11 @@ class TransferConfig:
     """Object points the heatmaps are computed on (drawn from the SDF's surface samples)."""
     weights: TransferWeights = TransferWeights()
     interpenetration: InterpenetrationConfig = InterpenetrationConfig()
-    finger_init: Literal["contact", "discrete"] = "contact"
+    finger_init: Literal["both", "contact", "discrete"] = "both"
     """Step (b): "contact", the fingertips optimised toward the human contact regions (the seed's); "discrete", the
     seed's ablation: each flexion joint, base to tip, closed to the most closed of ``discrete_bins`` values that does
-    not push the hand deeper into the object."""
+    not push the hand deeper into the object; "both" (ours): step (c) from each, keeping the grasp with the lower
+    final objective."""
     finger_iterations: int = 50
     """Step (b) "contact": iterations."""
     discrete_bins: int = 10
@@ -103,8 +108,8 @@ class TransferConfig:
     """A demonstration whose hand comes no closer than this to the object is refused."""
 
     def __post_init__(self) -> None:
-        if self.finger_init not in ("contact", "discrete"):
-            raise ValueError(f"finger_init must be 'contact' or 'discrete', got {self.finger_init!r}")
+        if self.finger_init not in FINGER_INITS:
+            raise ValueError(f"finger_init must be one of {', '.join(FINGER_INITS)}, got {self.finger_init!r}")
         if unknown := set(self.terms) - set(TERMS):
             raise ValueError(f"unknown transfer terms {sorted(unknown)}; known: {', '.join(TERMS)}")
 
@@ -292,24 +297,38 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
     timings: dict[str, float] = {}
     started = time.monotonic()
     objective = transfer_objective(demonstration, hand, sdf, config, T_object_table, seed)
-    keypoints, region = objective.keypoints, objective.region
-    lower, upper = hand.lower_limits_rad, hand.upper_limits_rad
+    T0 = initial_palm_pose(objective.keypoints)  # (a) the open hand at the human palm
+    timings["init_s"] = time.monotonic() - started
+    best = None
+    for finger_init in ("contact", "discrete") if config.finger_init == "both" else (config.finger_init,):
+        T, q, loss = _fingers_then_everything(objective, T0, finger_init, timings)
+        if best is None or loss < best[2]:
+            best = (T, q, loss)
+    result = robot_grasp_result(objective, best[0], best[1], pregrasp)
+    timings["total_s"] = time.monotonic() - started
+    result.timings_s = timings
+    return result
 
-    # (a) the open hand at the human palm
-    T0 = initial_palm_pose(keypoints)
+
+def _fingers_then_everything(objective: TransferObjective, T0: torch.Tensor, finger_init: str,
+                             timings: dict[str, float]) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Steps (b) and (c) from the open hand at palm pose `T0`: the palm pose (4, 4), joints (16,) and step (c)'s final
+    objective (over all of :data:`TERMS`, so that starts compare whatever ``terms`` step (c) used). Adds its times to
+    `timings`."""
+    config, hand, region = objective.config, objective.hand, objective.region
+    lower, upper = hand.lower_limits_rad, hand.upper_limits_rad
     translation = T0[:3, 3].clone().requires_grad_(True)
     rot6d = rot6d_from_matrix(T0[:3, :3]).clone().requires_grad_(True)
     q = hand.open_joint_angles_rad.clone().to(torch.float64).requires_grad_(True)
-    timings["init_s"] = time.monotonic() - started
 
-    # (b) the fingertips to their nearest human contact region, with L_I + L_S
+    # (b) the fingers alone: toward the nearest human contact region with L_I + L_S, or closed in discrete steps
     t = time.monotonic()
-    optimizer = torch.optim.AdamW([q], lr=config.finger_lr, weight_decay=0.0)
     T_fixed = pose_from_translation_rot6d(translation.detach()[None], rot6d.detach()[None])[0]
-    if config.finger_init == "discrete":
+    if finger_init == "discrete":
         with torch.no_grad():
-            q.copy_(discrete_finger_closing(hand, sdf, T_fixed, q.detach(), config.discrete_bins))
-    for _ in range(config.finger_iterations if config.finger_init == "contact" else 0):
+            q.copy_(discrete_finger_closing(hand, objective.sdf, T_fixed, q.detach(), config.discrete_bins))
+    optimizer = torch.optim.AdamW([q], lr=config.finger_lr, weight_decay=0.0)
+    for _ in range(config.finger_iterations if finger_init == "contact" else 0):
         optimizer.zero_grad()
         tips = hand.fingertip_points(hand.link_poses(T_fixed[None], q[None]))[0]
         reach = torch.cdist(tips, region).amin(-1).sum()
@@ -319,7 +338,7 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
         optimizer.step()
         with torch.no_grad():
             q.copy_(torch.maximum(torch.minimum(q, upper), lower))
-    timings["fingers_s"] = time.monotonic() - t
+    timings[f"fingers_{finger_init}_s"] = time.monotonic() - t
 
     # (c) everything
     t = time.monotonic()
@@ -340,14 +359,12 @@ def transfer_grasp(demonstration: HumanDemonstration, hand: HandModel, sdf: Obje
         optimizer.step()
         with torch.no_grad():
             q.copy_(torch.maximum(torch.minimum(q, upper), lower))
-    timings["optimise_s"] = time.monotonic() - t
-
+    timings[f"optimise_{finger_init}_s"] = time.monotonic() - t
+    timings["optimise_s"] = timings.get("optimise_s", 0.0) + timings[f"optimise_{finger_init}_s"]
     with torch.no_grad():
         T = pose_from_translation_rot6d(translation[None], rot6d[None])[0].detach()
-    result = robot_grasp_result(objective, T, q.detach(), pregrasp)
-    timings["total_s"] = time.monotonic() - started
-    result.timings_s = timings
-    return result
+        final = float(objective.total(objective.terms(T, q), TERMS))
+    return T, q.detach(), final
 
 
 def discrete_finger_closing(hand: HandModel, sdf: ObjectSDF, T_object_palm: torch.Tensor, q_rad: torch.Tensor,

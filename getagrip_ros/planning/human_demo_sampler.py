@@ -31,9 +31,10 @@ class HumanDemoSamplerConfig:
 
     transfer: TransferConfig = field(default_factory=TransferConfig)
     """The optimisation (losses, steps, learning rates; the seed's numbers)."""
-    num_candidates: int = 1
+    num_candidates: int = 16
     """The transferred grasp, and up to this many minus one variants of it in the similarity region for an evaluator
-    to choose among (:func:`getagrip_ros.human_demo.transfer.similar_grasps`); 1: the transfer alone."""
+    to choose among, or for the motion planner to fall back on
+    (:func:`getagrip_ros.human_demo.transfer.similar_grasps`); 1: the transfer alone."""
     similarity_region: SimilarityRegion = SimilarityRegion()
     hand: AllegroModelConfig = AllegroModelConfig(contact_links="all", sampling=SurfaceSamplingConfig(num_samples=1000))
     """The Allegro's surface for the heatmaps and the interpenetration terms (1000 samples: a transfer takes ~5 s on

@@ -63,7 +63,8 @@ def test_transfer_touches_where_the_human_did(side_grasp, allegro, cylinder_sdf)
     lower, upper = allegro.lower_limits_rad, allegro.upper_limits_rad
     assert ((result.joint_angles_rad >= lower - 1e-9) & (result.joint_angles_rad <= upper + 1e-9)).all()
     assert torch.allclose(grasp.fingertip_directions.norm(dim=-1), torch.ones(1, 4, dtype=F64))
-    assert set(result.timings_s) == {"init_s", "fingers_s", "optimise_s", "total_s"}
+    assert set(result.timings_s) == {"init_s", "fingers_contact_s", "optimise_contact_s", "fingers_discrete_s",
+                                     "optimise_discrete_s", "optimise_s", "total_s"}
 
 
 def test_a_mano_demonstration_uses_its_vertices(side_grasp, allegro, cylinder_sdf):
@@ -181,12 +182,34 @@ def test_step_c_runs_only_the_named_terms(side_grasp, allegro, cylinder_sdf):
     with pytest.raises(ValueError, match="finger_init"):
         TransferConfig(finger_init="magic")
     # with only the orientation term, step (c) keeps the human palm orientation exactly and leaves the joints alone
-    only = TransferConfig(num_object_points=500, finger_iterations=10, iterations=10, terms=("orientation",))
-    no_c = TransferConfig(num_object_points=500, finger_iterations=10, iterations=0)
+    only = TransferConfig(num_object_points=500, finger_init="contact", finger_iterations=10, iterations=10,
+                          terms=("orientation",))
+    no_c = TransferConfig(num_object_points=500, finger_init="contact", finger_iterations=10, iterations=0)
     a = transfer_grasp(side_grasp, allegro, cylinder_sdf, only, T_object_table=np.eye(4))
     b = transfer_grasp(side_grasp, allegro, cylinder_sdf, no_c, T_object_table=np.eye(4))
     assert torch.allclose(a.joint_angles_rad, b.joint_angles_rad)
     assert a.orientation_difference < 0.02  # L1 at its minimum: Adam hovers around it
+
+
+def test_both_finger_starts_keep_the_one_with_the_lower_final_objective(side_grasp, allegro, cylinder_sdf):
+    from dataclasses import replace
+
+    from getagrip_ros.human_demo.transfer import TERMS
+
+    short = replace(FAST, num_object_points=500, finger_iterations=10, iterations=15, lr_drop_at=10)
+    results = {init: transfer_grasp(side_grasp, allegro, cylinder_sdf, replace(short, finger_init=init),
+                                    T_object_table=np.eye(4)) for init in ("both", "contact", "discrete")}
+    weights = FAST.weights
+
+    def objective(result):
+        return sum(getattr(weights, name) * result.losses[name] for name in TERMS)
+
+    winner = min(("contact", "discrete"), key=lambda init: objective(results[init]))
+    loser = ({"contact", "discrete"} - {winner}).pop()
+    assert objective(results[winner]) < objective(results[loser])
+    assert torch.allclose(results["both"].joint_angles_rad, results[winner].joint_angles_rad)
+    assert torch.allclose(results["both"].T_object_palm, results[winner].T_object_palm)
+    assert objective(results["both"]) == pytest.approx(objective(results[winner]))
 
 
 def test_similar_grasps_stay_like_the_demonstration(side_grasp, allegro, cylinder_sdf):

@@ -20,6 +20,7 @@ def test_procedural_set_has_80_stable_names_per_family():
     assert object_by_name("procedural/mug_0003").geometry == sample_shape("mug", 3)
 
 
+@pytest.mark.slow
 def test_every_procedural_object_is_a_valid_solid_in_the_size_range(hull_only):
     for spec in list_objects("procedural"):
         obj = prepare_object(spec, hull_only)  # raises ObjectRejected with the reason otherwise

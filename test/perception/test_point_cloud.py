@@ -24,6 +24,7 @@ def test_outliers_stray_clusters_and_out_of_box_points_are_removed():
     assert inside.all() and len(pts) > 4500
 
 
+@pytest.mark.slow
 def test_paper_one_millimetre_links_keep_dense_clouds():
     dense = box_surface_points(size_m=(0.02, 0.02, 0.02), n=20000, seed=2)  # ~1000 points / cm^2
     cleaned = clean_object_cloud(dense, np.array([0.65, 0.0, 0.0]), CloudCleaningConfig(num_points=20000))

@@ -21,7 +21,7 @@ from ..human_demo.demos import side_power_grasp
 from .test_graspd_sampler import FAST as FAST_GRASPD
 
 FAST = HumanDemoSamplerConfig(transfer=TransferConfig(num_object_points=800, finger_iterations=20, iterations=30,
-                                                      lr_drop_at=20))
+                                                      lr_drop_at=20, finger_init="contact"), num_candidates=1)
 CAN = dict(radius_m=0.04, height_m=0.10, centre_xy_m=(0.65, 0.0))
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -73,13 +73,13 @@ def _goal(name: str, **kwargs) -> GraspObject.Goal:
     return goal
 
 
-def test_five_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclpy_node, client, stack):
-    """One bring-up, five trials in a row, separate processes and real actions: each starts from a reset world, gets
-    past motion planning, lifts the cube and writes its own bag - the same grasp each time, as five fresh bring-ups
+def test_three_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclpy_node, client, stack):
+    """One bring-up, three trials in a row, separate processes and real actions: each starts from a reset world, gets
+    past motion planning, lifts the cube and writes its own bag - the same grasp each time, as three fresh bring-ups
     would (the world and the seed are the same)."""
     proc, root = stack
     executed, bags = [], set()
-    for k in range(5):
+    for k in range(3):
         feedback = []
         status, result = call_action(rclpy_node, client, _goal(f"cube_{k}"), timeout_s=400, feedback=feedback.append)
         assert status == GoalStatus.STATUS_SUCCEEDED and result.success, (k, result.status.reason, proc.output()[-3000:])
@@ -93,7 +93,7 @@ def test_five_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclp
         resets = [e for e in bag.json("/trial/events") if e.get("event") == "reset"]
         assert len(resets) == 1 and resets[0]["done"] and abs(resets[0]["T_world_object"][0][3] - 0.65) < 1e-6
         assert bag.topic("/sim/object_state")[-1].msg.pose.position.z > 0.15
-    assert len(bags) == 5
+    assert len(bags) == 3
     for vector in executed[1:]:
         np.testing.assert_allclose(vector, executed[0], atol=1e-4)
 
@@ -117,7 +117,7 @@ def test_five_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclp
     finally:
         rclpy_node.destroy_subscription(sub)
     texts = [m.text for m in received[-1].markers if m.type == Marker.TEXT_VIEW_FACING]
-    assert texts == ["cube_4: LIFTED"] and any(m.ns == "executed_grasp" for m in received[-1].markers)
+    assert texts == ["cube_2: LIFTED"] and any(m.ns == "executed_grasp" for m in received[-1].markers)
 
 
 def test_cancel_and_bad_goals_end_with_a_reason_and_the_server_keeps_serving(rclpy_node, client, stack):

@@ -288,8 +288,6 @@ def test_the_ros_mode_runs_the_same_protocol_through_the_launched_stack_and_agre
 def test_a_benchmark_with_demonstrations_gives_each_object_its_own(tmp_path):
     """human_demo+none: each trial's goal carries the object's demonstration from the protocol's folder, the plan is
     the transferred grasp, and the bag records the demonstration."""
-    import numpy as np
-
     from getagrip_ros.human_demo.demonstration import load_demonstration
     from getagrip_ros.trials.bag import read_bag
 

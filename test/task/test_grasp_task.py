@@ -126,6 +126,7 @@ def test_bad_settings_are_refused():
         GraspTaskConfig(num_grasps=0)
 
 
+@pytest.mark.slow  # consecutive trials run over ROS in test_grasp_object_bringup
 def test_consecutive_trials_start_from_a_reset_world(stages, config, tmp_path):
     """Trial after trial on one world: each is reset first (recorded), gets past motion planning and lifts the cube;
     a trial may name another object and place it, and the next one without a name is back to the configured object."""
@@ -149,6 +150,7 @@ def test_consecutive_trials_start_from_a_reset_world(stages, config, tmp_path):
         GraspTask(stages, config).run(CUBE_AT, "apple")
 
 
+@pytest.mark.slow  # planning from the mesh is tested in test/planning/test_plan_from_mesh.py
 def test_plan_with_mesh_hands_perceptions_mesh_to_grasp_planning(stages, config, tmp_path, monkeypatch):
     from getagrip_ros.status import StageError
 
