@@ -37,8 +37,8 @@ class HumanDemoSamplerConfig:
     (:func:`getagrip_ros.human_demo.transfer.similar_grasps`); 1: the transfer alone."""
     similarity_region: SimilarityRegion = SimilarityRegion()
     hand: AllegroModelConfig = AllegroModelConfig(contact_links="all", sampling=SurfaceSamplingConfig(num_samples=1000))
-    """The Allegro's surface for the heatmaps and the interpenetration terms (1000 samples: a transfer takes ~5 s on
-    2 cores; 3000: ~9 s, the same similarity)."""
+    """The Allegro's surface for the heatmaps and the interpenetration terms (1000 samples: one start of a transfer
+    takes ~5 s on 2 cores at the machine's usual matmul rate; 3000: ~9 s, the same similarity)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.num_candidates, int) or self.num_candidates < 1:
