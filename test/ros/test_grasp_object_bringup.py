@@ -48,7 +48,11 @@ def stack(ros_env, tmp_path_factory):
     root = tmp_path_factory.mktemp("bringup")
     params = {"grasp_task:task.num_images": 40, "grasp_task:task.num_grasps": 20, "plan_grasp:num_samples": 512,
               "robot:sim.real_time_factor": 4.0, "robot:sim.camera_width_px": 320, "robot:sim.camera_height_px": 180,
-              "robot:sim.camera_fy_px": 133.25}
+              "robot:sim.camera_fy_px": 133.25,
+              # the demonstration trial only has to get past grasp planning: a short transfer from one finger start
+              "plan_grasp:human_demo.num_candidates": 2, "plan_grasp:human_demo.transfer.finger_init": "contact",
+              "plan_grasp:human_demo.transfer.num_object_points": 800, "plan_grasp:human_demo.transfer.finger_iterations": 20,
+              "plan_grasp:human_demo.transfer.iterations": 30, "plan_grasp:human_demo.transfer.lr_drop_at": 20}
     arguments = {"object": "tabletop20/cube", "trials_dir": root / "trials", "work_dir": root / "work"}
     with NodeProcess("bringup", env=ros_env, command=bringup_command("sim", arguments, params)) as proc:
         assert proc.wait_for_output("[bringup] profile sim", 60), proc.output()
@@ -73,13 +77,13 @@ def _goal(name: str, **kwargs) -> GraspObject.Goal:
     return goal
 
 
-def test_three_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclpy_node, client, stack):
-    """One bring-up, three trials in a row, separate processes and real actions: each starts from a reset world, gets
-    past motion planning, lifts the cube and writes its own bag - the same grasp each time, as three fresh bring-ups
-    would (the world and the seed are the same)."""
+def test_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclpy_node, client, stack):
+    """One bring-up, two trials in a row (the cancel test below runs two more on the same stack), separate processes
+    and real actions: each starts from a reset world, gets past motion planning, lifts the cube and writes its own bag -
+    the same grasp each time, as fresh bring-ups would (the world and the seed are the same)."""
     proc, root = stack
     executed, bags = [], set()
-    for k in range(3):
+    for k in range(2):
         feedback = []
         status, result = call_action(rclpy_node, client, _goal(f"cube_{k}"), timeout_s=400, feedback=feedback.append)
         assert status == GoalStatus.STATUS_SUCCEEDED and result.success, (k, result.status.reason, proc.output()[-3000:])
@@ -93,7 +97,7 @@ def test_three_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rcl
         resets = [e for e in bag.json("/trial/events") if e.get("event") == "reset"]
         assert len(resets) == 1 and resets[0]["done"] and abs(resets[0]["T_world_object"][0][3] - 0.65) < 1e-6
         assert bag.topic("/sim/object_state")[-1].msg.pose.position.z > 0.15
-    assert len(bags) == 3
+    assert len(bags) == 2
     for vector in executed[1:]:
         np.testing.assert_allclose(vector, executed[0], atol=1e-4)
 
@@ -117,7 +121,7 @@ def test_three_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rcl
     finally:
         rclpy_node.destroy_subscription(sub)
     texts = [m.text for m in received[-1].markers if m.type == Marker.TEXT_VIEW_FACING]
-    assert texts == ["cube_2: LIFTED"] and any(m.ns == "executed_grasp" for m in received[-1].markers)
+    assert texts == ["cube_1: LIFTED"] and any(m.ns == "executed_grasp" for m in received[-1].markers)
 
 
 def test_cancel_and_bad_goals_end_with_a_reason_and_the_server_keeps_serving(rclpy_node, client, stack):

@@ -22,7 +22,7 @@ from getagrip_ros.task.in_process import StackConfig
 
 def _protocol(**kwargs) -> BenchmarkProtocol:
     return BenchmarkProtocol(objects=("tabletop20/cube",), methods=("fixed+bps",), trials_per_object=1,
-                             task=GraspTaskConfig(num_images=40, num_grasps=10),
+                             task=GraspTaskConfig(num_images=24, num_grasps=10),
                              stack=StackConfig(sim=SimRobotConfig(real_time_factor=0.0, camera_width_px=320,
                                                                   camera_height_px=180, camera_fy_px=133.25),
                                                planner=GraspPlannerConfig(num_samples=256)), **kwargs)
@@ -289,10 +289,15 @@ def test_a_benchmark_with_demonstrations_gives_each_object_its_own(tmp_path):
     """human_demo+none: each trial's goal carries the object's demonstration from the protocol's folder, the plan is
     the transferred grasp, and the bag records the demonstration."""
     from getagrip_ros.human_demo.demonstration import load_demonstration
+    from getagrip_ros.human_demo.transfer import TransferConfig
+    from getagrip_ros.planning.human_demo_sampler import HumanDemoSamplerConfig
     from getagrip_ros.trials.bag import read_bag
 
     demos = Path(__file__).resolve().parents[2] / "docs" / "human_demo" / "demos_fr3"  # ones the wrist allows
+    short = HumanDemoSamplerConfig(num_candidates=2, transfer=TransferConfig(
+        finger_init="contact", num_object_points=800, finger_iterations=20, iterations=30, lr_drop_at=20))
     protocol = replace(_protocol(), methods=("human_demo+none",), human_demos=str(demos), human_demo_kind="tripod")
+    protocol = replace(protocol, stack=replace(protocol.stack, planner=replace(protocol.stack.planner, human_demo=short)))
     results = run_benchmark(protocol, tmp_path)
     (trial,) = results["trials"]
     assert trial["status"] in ("SUCCEEDED", "NO_RESULT") and trial["stage"] in ("execution", "done"), trial["reason"]
