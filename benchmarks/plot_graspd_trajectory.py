@@ -1,6 +1,8 @@
 """Picture of the coarse-to-fine synthesis trajectory on a tabletop-20 object (docs/graspd/trajectory.png).
 
     python benchmarks/plot_graspd_trajectory.py --object tabletop20/apple --grasps 3 --out docs/graspd/trajectory.png
+    python benchmarks/plot_graspd_trajectory.py --object tabletop20/yellow_cup --contact-links all \
+        --out docs/graspd/trajectory_all_links.png   # contact on every link: the paper's power grasps
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ def main() -> None:
     parser.add_argument("--grasps", type=int, default=3)
     parser.add_argument("--snapshots", default="0,100,200,350,500", help="steps to draw (0: the start)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--contact-links", choices=("distal", "all"), default="distal",
+                        help="links that may carry force (distal: Get a Grip's protocol; all: power grasps)")
     parser.add_argument("--out", type=Path, default=Path("docs/graspd/trajectory.png"))
     args = parser.parse_args()
     mesh = prepare_object(object_by_name(args.object)).mesh  # resting on the table, z = 0
     sdf = ObjectSDF.from_mesh(mesh, name=args.object)
-    hand = allegro_hand_model(AllegroModelConfig(contact_links="distal"))
+    hand = allegro_hand_model(AllegroModelConfig(contact_links=args.contact_links))
     config = SynthesisConfig()
     wanted = {int(s) for s in args.snapshots.split(",")}
     snapshots = []
@@ -47,7 +51,7 @@ def main() -> None:
     result = synthesize_grasps(hand, sdf, config, SynthesisOptions(num_grasps=args.grasps, seed=args.seed, on_chunk=on_chunk))
     score = result.physics_score()
     path = draw_synthesis_trajectory(mesh.sample(4000), hand, snapshots, args.out, list(range(args.grasps)),
-                                     f"{args.object}: coarse-to-fine synthesis of {args.grasps} grasps "
+                                     f"{args.object}: coarse-to-fine synthesis of {args.grasps} grasps, {args.contact_links} contact "
                                      f"({result.elapsed_s:.0f} s); physics scores {', '.join(f'{s:.2f}' for s in score.tolist())}")
     print(f"wrote {path}")
 
