@@ -7,7 +7,7 @@ from getagrip_ros.trials.bag import read_bag
 
 
 def test_demo_runs_the_whole_task_and_writes_the_bag_and_the_report(tmp_path, capsys):
-    args = ["--out", str(tmp_path), "--object", "tabletop20/cube", "--num-images", "40", "--num-samples", "512",
+    args = ["--out", str(tmp_path), "--object", "tabletop20/cube", "--num-images", "24", "--num-samples", "512",
             "--real-time-factor", "4"]
     assert demo.main(args) == 0
     out = capsys.readouterr().out

@@ -30,7 +30,7 @@ def stages():
 
 @pytest.fixture
 def config(tmp_path):
-    return GraspTaskConfig(trials_dir=str(tmp_path), work_dir=str(tmp_path / "work"), num_images=40, num_grasps=20)
+    return GraspTaskConfig(trials_dir=str(tmp_path), work_dir=str(tmp_path / "work"), num_images=24, num_grasps=20)
 
 
 def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(stages, config, tmp_path):
