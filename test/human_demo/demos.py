@@ -10,6 +10,12 @@ from getagrip_ros.synthesis.hand_model import SurfaceSamplingConfig
 
 F64 = torch.float64
 
+#: The planner's human_demo settings (dotted parameter names) for tests whose demonstration only has to get past grasp
+#: planning: one finger start, short optimisations, two candidates.
+SHORT_TRANSFER = {"human_demo.num_candidates": 2, "human_demo.transfer.finger_init": "contact",
+                  "human_demo.transfer.num_object_points": 800, "human_demo.transfer.finger_iterations": 20,
+                  "human_demo.transfer.iterations": 30, "human_demo.transfer.lr_drop_at": 20}
+
 
 def side_power_grasp(centre_xy_m=(0.0, 0.0), radius_m=0.035, height_m=0.06, frame_id="object",
                      azimuth_deg=0.0) -> HumanDemonstration:

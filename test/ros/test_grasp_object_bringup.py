@@ -20,7 +20,7 @@ from getagrip_ros.ros.processes import NodeProcess
 from getagrip_ros.ros.stage_messages import human_demo_to_msg
 from getagrip_ros.trials.bag import read_bag
 
-from ..human_demo.demos import side_power_grasp
+from ..human_demo.demos import SHORT_TRANSFER, side_power_grasp
 
 STAGES = ["reset", "capture", "perception", "grasp_planning", "motion_planning", "execution", "scoring"]
 NODES = ("robot", "train_nerf", "extract_object", "plan_grasp", "grasp_task")
@@ -48,11 +48,7 @@ def stack(ros_env, tmp_path_factory):
     root = tmp_path_factory.mktemp("bringup")
     params = {"grasp_task:task.num_images": 40, "grasp_task:task.num_grasps": 20, "plan_grasp:num_samples": 512,
               "robot:sim.real_time_factor": 4.0, "robot:sim.camera_width_px": 320, "robot:sim.camera_height_px": 180,
-              "robot:sim.camera_fy_px": 133.25,
-              # the demonstration trial only has to get past grasp planning: a short transfer from one finger start
-              "plan_grasp:human_demo.num_candidates": 2, "plan_grasp:human_demo.transfer.finger_init": "contact",
-              "plan_grasp:human_demo.transfer.num_object_points": 800, "plan_grasp:human_demo.transfer.finger_iterations": 20,
-              "plan_grasp:human_demo.transfer.iterations": 30, "plan_grasp:human_demo.transfer.lr_drop_at": 20}
+              "robot:sim.camera_fy_px": 133.25, **{f"plan_grasp:{name}": value for name, value in SHORT_TRANSFER.items()}}
     arguments = {"object": "tabletop20/cube", "trials_dir": root / "trials", "work_dir": root / "work"}
     with NodeProcess("bringup", env=ros_env, command=bringup_command("sim", arguments, params)) as proc:
         assert proc.wait_for_output("[bringup] profile sim", 60), proc.output()

@@ -5,7 +5,7 @@ import numpy as np
 
 from getagrip_ros.objects.primitives import box_surface_points, cylinder_surface_points
 
-from ..human_demo.demos import side_power_grasp
+from ..human_demo.demos import SHORT_TRANSFER, side_power_grasp
 
 
 def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, rclpy_node):
@@ -22,9 +22,7 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
 
     fast = {"graspd.num_grasps": 4, "graspd.synthesis.num_steps": 40, "graspd.synthesis.chunk_steps": 10,
             "graspd.sdf.resolution": 48, "graspd.hand.contact_links": "distal", "simulation.num_trials": 1,
-            "human_demo.transfer.num_object_points": 800, "human_demo.transfer.finger_iterations": 20,
-            "human_demo.transfer.iterations": 30, "human_demo.transfer.lr_drop_at": 20,
-            "human_demo.transfer.finger_init": "contact", "human_demo.num_candidates": 2}
+            **SHORT_TRANSFER}
     no_models = {f"models.{name}": '""' for name in ("bps_evaluator", "bps_sampler", "fixed_grasps", "geometry_evaluator")}
     args = ["--ros-args", "--params-file", str(config_path("plan_grasp.yaml"))]
     for name, value in {**fast, **no_models}.items():

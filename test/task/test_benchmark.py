@@ -288,16 +288,16 @@ def test_the_ros_mode_runs_the_same_protocol_through_the_launched_stack_and_agre
 def test_a_benchmark_with_demonstrations_gives_each_object_its_own(tmp_path):
     """human_demo+none: each trial's goal carries the object's demonstration from the protocol's folder, the plan is
     the transferred grasp, and the bag records the demonstration."""
+    from getagrip_ros.config_tree import flatten, rebuild
     from getagrip_ros.human_demo.demonstration import load_demonstration
-    from getagrip_ros.human_demo.transfer import TransferConfig
-    from getagrip_ros.planning.human_demo_sampler import HumanDemoSamplerConfig
     from getagrip_ros.trials.bag import read_bag
 
+    from ..human_demo.demos import SHORT_TRANSFER
+
     demos = Path(__file__).resolve().parents[2] / "docs" / "human_demo" / "demos_fr3"  # ones the wrist allows
-    short = HumanDemoSamplerConfig(num_candidates=2, transfer=TransferConfig(
-        finger_init="contact", num_object_points=800, finger_iterations=20, iterations=30, lr_drop_at=20))
     protocol = replace(_protocol(), methods=("human_demo+none",), human_demos=str(demos), human_demo_kind="tripod")
-    protocol = replace(protocol, stack=replace(protocol.stack, planner=replace(protocol.stack.planner, human_demo=short)))
+    planner = rebuild(protocol.stack.planner, {**flatten(protocol.stack.planner), **SHORT_TRANSFER})
+    protocol = replace(protocol, stack=replace(protocol.stack, planner=planner))
     results = run_benchmark(protocol, tmp_path)
     (trial,) = results["trials"]
     assert trial["status"] in ("SUCCEEDED", "NO_RESULT") and trial["stage"] in ("execution", "done"), trial["reason"]
