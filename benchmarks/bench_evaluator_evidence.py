@@ -30,14 +30,13 @@ from pathlib import Path
 import numpy as np
 
 from getagrip_ros.cli.generate import resolve_objects
-from getagrip_ros.data.evaluate import (EvaluationConfig, Method, ObjectResult, Observation, evaluate_methods, paired_gains,
-                                       result_rows, summarize)
-from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object, observe_views
+from getagrip_ros.data.evaluate import (EvaluationConfig, Method, ObjectResult, evaluate_methods, observe_by_depth_fusion,
+                                       paired_gains, result_rows, summarize)
+from getagrip_ros.data.generate import CloudConfig, object_seed, observe_object
 from getagrip_ros.data.labels import LabelConfig
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.errors import ObjectRejected
 from getagrip_ros.objects.mesh_object import prepare_object
-from getagrip_ros.perception.extract import extract_from_depth
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles
 
 
@@ -99,14 +98,9 @@ def main() -> None:
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="evidence_meshes_"))
 
     def observe(world):
-        rng = np.random.default_rng(object_seed(world.object.name, 0))
         if args.perception == "cloud":
-            return observe_object(world, CloudConfig(), rng)
-        frames, centre = observe_views(world, CloudConfig(), rng)
-        out = work / world.object.name.replace("/", "_")
-        rep = extract_from_depth([f.depth_m for f in frames], [f.K for f in frames],
-                                 [f.T_world_camera for f in frames], centre, out)
-        return Observation(rep.points_world_m, str(rep.mesh_path))
+            return observe_object(world, CloudConfig(), np.random.default_rng(object_seed(world.object.name, 0)))
+        return observe_by_depth_fusion(world, work)
 
     start = time.perf_counter()
     results = evaluate_methods(objects, planner, methods, observe, config,

@@ -65,12 +65,14 @@ BASELINES = ("step_a", "dexpilot", "fixed_set")
 ABLATIONS = ("contact_init", "discrete_init", "without_L_C", "without_L_C_L_O", "without_L_C_L_O_L_S", "without_step_c")
 
 
-def transfer_configs(transfer: TransferConfig) -> dict[str, TransferConfig]:
-    """The transfer, step (a) alone and the ablations, as transfer configurations."""
+def transfer_configs(transfer: TransferConfig, fingertip_weight: float) -> dict[str, TransferConfig]:
+    """The transfer, step (a) alone and the ablations, as transfer configurations; "fingertip_term": the transfer with
+    L_F weighted `fingertip_weight`."""
     def without(*names: str) -> TransferConfig:
         return replace(transfer, terms=tuple(t for t in transfer.terms if t not in names))
 
     return {"transfer": transfer, "step_a": replace(transfer, finger_iterations=0, iterations=0),
+            "fingertip_term": replace(transfer, weights=replace(transfer.weights, fingertips=fingertip_weight)),
             "contact_init": replace(transfer, finger_init="contact"),
             "discrete_init": replace(transfer, finger_init="discrete"),
             "without_L_C": without("contact"), "without_L_C_L_O": without("contact", "orientation"),
@@ -158,6 +160,9 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS), help="grasp kinds (power, tripod, pinch)")
     parser.add_argument("--demos-only", action="store_true", help="write the demonstrations (--demos) and stop")
     parser.add_argument("--ablations", action="store_true", help="also the seed's Table II rows")
+    parser.add_argument("--fingertip-weight", type=float, default=10.0,
+                        help="method fingertip_term: the transfer with L_F (fingertips to the human fingertip contacts) "
+                             "weighted this")
     parser.add_argument("--methods", help="only these methods (comma-separated; default: all)")
     parser.add_argument("--update", action="store_true",
                         help="keep the other methods' columns of the rows already in --out and recompute only --methods")
@@ -171,7 +176,7 @@ def main() -> None:
              for kind in kinds}
     sampler = HumanDemoSamplerConfig()
     allegro = human_demo_hand_model(sampler.hand)
-    configs = transfer_configs(sampler.transfer)
+    configs = transfer_configs(sampler.transfer, args.fingertip_weight)
     methods = args.methods.split(",") if args.methods else [*BASELINES, "transfer", *(ABLATIONS if args.ablations else ())]
     if unknown := set(methods) - {*BASELINES, *configs}:
         parser.error(f"unknown methods {sorted(unknown)}")
@@ -227,6 +232,7 @@ def main() -> None:
                                   "penetration_depth_cm": 100 * result.penetration_depth_m,
                                   "penetration_volume_cm3": result.penetration_volume_cm3,
                                   "epsilon_quality": result.epsilon_quality,
+                                  "fingertip_gap_cm": 100 * result.fingertip_gap_m,
                                   "time_s": elapsed, "optimise_s": result.timings_s.get("optimise_s", 0.0),
                                   "y_pgs": y.y_pgs, "y_coll": y.y_coll, "vector_37d": grasp.to_numpy_vector()[0].tolist()}
                 rows.append(row)
@@ -243,10 +249,10 @@ def main() -> None:
         values = [r[label][key] for r in rows if key in r.get(label, {}) and (kind is None or r["kind"] == kind)]
         return float(np.mean(values)) if values else float("nan")
 
-    labels = [label for label in (*BASELINES, "transfer", *ABLATIONS) if any(label in r for r in rows)]
+    labels = [label for label in (*BASELINES, "transfer", "fingertip_term", *ABLATIONS) if any(label in r for r in rows)]
     summary = {kind or "all": {label: {key: mean(label, key, kind) for key in
                                        ("contact_heatmap_difference", "orientation_difference", "penetration_depth_cm",
-                                        "penetration_volume_cm3", "epsilon_quality", "time_s", "optimise_s", "y_pgs",
+                                        "penetration_volume_cm3", "epsilon_quality", "fingertip_gap_cm", "time_s", "optimise_s", "y_pgs",
                                         "y_coll")} for label in labels}
                for kind in (None, *KINDS)}
     summary["demonstrations"] = len(rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -75,6 +76,20 @@ class ObjectResult:
     plan_status: str
     plan_reason: str
     predicted_y_pgs: tuple[float, ...]
+
+
+def observe_by_depth_fusion(world: SimWorld, work_dir: Path, seed: int = 0) -> Observation:
+    """The object as the stack's depth backend sees it: the data engine's noisy views along the capture spirals
+    (:func:`~getagrip_ros.data.generate.observe_views`), fused, cleaned and meshed
+    (:func:`~getagrip_ros.perception.extract.extract_from_depth`); the mesh is written under work_dir."""
+    from getagrip_ros.data.generate import CloudConfig, observe_views
+    from getagrip_ros.perception.extract import extract_from_depth
+
+    rng = np.random.default_rng(object_seed(world.object.name, seed))
+    frames, centre = observe_views(world, CloudConfig(), rng)
+    rep = extract_from_depth([f.depth_m for f in frames], [f.K for f in frames], [f.T_world_camera for f in frames],
+                             centre, Path(work_dir) / world.object.name.replace("/", "_"))
+    return Observation(rep.points_world_m, str(rep.mesh_path))
 
 
 def evaluate_methods(objects: Sequence[PreparedObject], planner: GraspPlanner, methods: Sequence[Method],

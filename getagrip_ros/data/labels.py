@@ -58,6 +58,9 @@ class LabelConfig:
     """Largest displacement of the object in the palm frame during the lift."""
     max_rotation_deg: float = 45.0
     """Largest rotation of the object relative to the palm during the lift, about each (x, y, z) Euler axis."""
+    min_rise_fraction: float = 0.0
+    """A pick also needs the object to rise at least this fraction of the lift (``motion.lift_m``). 0: not checked
+    (the paper's criterion); the whole-task executor asks 0.9 (``lift_check_fraction``)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,8 @@ def _pick_reason(lift_m: float, touching: dict[str, float], links: tuple[str, ..
         return f"only {len(links)} hand links touch the object"
     if relative_m >= config.max_relative_motion_m:
         return f"object slipped {relative_m * 100:.1f} cm"
+    if lift_m < config.min_rise_fraction * config.motion.lift_m:
+        return f"object rose {lift_m * 100:.1f} cm of the {config.motion.lift_m * 100:.0f} cm lift"
     worst = int(np.argmax(np.abs(rotation_deg)))
     if abs(rotation_deg[worst]) >= config.max_rotation_deg:
         return f"object rotated {abs(rotation_deg[worst]):.0f} deg about the palm's {_EULER_AXES[worst]} axis"

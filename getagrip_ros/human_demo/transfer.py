@@ -37,14 +37,15 @@ import torch
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.grasp.rotations import rot6d_from_matrix, so3_exp
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
-from getagrip_ros.human_demo.human_hand import capsule_distance, contact_heatmap, demonstration_keypoints, palm_vectors
+from getagrip_ros.human_demo.human_hand import (FINGERTIP_KEYPOINTS, capsule_distance, contact_heatmap,
+                                                demonstration_keypoints, palm_vectors)
 from getagrip_ros.synthesis.hand_model import HandModel, pose_from_translation_rot6d
 from getagrip_ros.synthesis.losses import hand_epsilon_quality
 from getagrip_ros.synthesis.object_sdf import ObjectSDF
 from getagrip_ros.synthesis.optimizer import ALLEGRO_FLEXION_JOINTS, SynthesisConfig, allegro_grasp, fingertip_contacts
 
 #: The weighted terms of step (c), as :meth:`TransferObjective.total` names them.
-TERMS = ("contact", "orientation", "interpenetration", "self_penetration", "table")
+TERMS = ("contact", "orientation", "interpenetration", "self_penetration", "table", "fingertips")
 #: Step (b)'s choices (:attr:`TransferConfig.finger_init`).
 FINGER_INITS = ("both", "contact", "discrete")
 
@@ -60,6 +61,8 @@ class TransferWeights:
     interpenetration: float = 0.5
     self_penetration: float = 1.0
     table: float = 2.4
+    fingertips: float = 0.0
+    """L_F, ours (not the seed's): per metre that a human fingertip contact lies from the nearest Allegro fingertip."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ class TransferConfig:
     lr_drop_factor: float = 0.1
     contact_region_heat: float = 0.5
     """Object points whose human heatmap is at least this are the human contact region (d <= tau ln 2 = 7 mm)."""
+    fingertip_contact_m: float = 0.015
+    """A human fingertip keypoint this close to an object point touches the object there: a fingertip contact of L_F
+    (the keypoint lies inside the finger, about its radius, 8-9 mm, from the skin)."""
     max_demo_distance_m: float = 0.02
     """A demonstration whose hand comes no closer than this to the object is refused."""
 
@@ -157,6 +163,8 @@ class TransferResult:
     """Sum over the robot's surface samples inside the object of area x depth: an estimate of the volume."""
     epsilon_quality: float
     """Epsilon-quality of the robot's contacts (:func:`getagrip_ros.synthesis.losses.hand_epsilon_quality`)."""
+    fingertip_gap_m: float
+    """Mean over the human fingertip contacts of the distance to the nearest Allegro fingertip (NaN: none)."""
     losses: dict[str, float]
     """The final loss terms (unweighted)."""
     timings_s: dict[str, float]
@@ -179,6 +187,16 @@ def initial_palm_pose(keypoints_m: torch.Tensor) -> torch.Tensor:
     return T
 
 
+def human_fingertip_contacts(keypoints_m: torch.Tensor, points_m: torch.Tensor, within_m: float) -> torch.Tensor:
+    """(K, 3) where the human fingertips touch the object: for each fingertip keypoint (21-keypoint order) within
+    `within_m` of an object point, the nearest of the points (N, 3). No finger names: L_F asks only that some Allegro
+    fingertip be at each."""
+    tips = keypoints_m[list(FINGERTIP_KEYPOINTS)]
+    distance = torch.cdist(tips, points_m)
+    nearest = distance.argmin(-1)
+    return points_m[nearest[distance.amin(-1) <= within_m]]
+
+
 def _nearest_distance(points: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
     """(N,) distance of each point to its nearest other point: the pair chosen without gradient, then differentiated
     alone (the gradient of the minimum, without a backward through the whole distance matrix)."""
@@ -195,6 +213,7 @@ class TransferObjective:
                  T_table_object: Optional[torch.Tensor]) -> None:
         self.hand, self.sdf, self.points, self.heat_human = hand, sdf, points, heat_human
         self.keypoints, self.region = keypoints, region
+        self.fingertip_contacts = human_fingertip_contacts(keypoints, points, config.fingertip_contact_m)
         self.n_human, self.f_human = palm_vectors(keypoints)
         self.config, self.T_table_object = config, T_table_object
         self.pairs = hand.self_collision_pairs
@@ -226,6 +245,11 @@ class TransferObjective:
         else:
             z = samples @ self.T_table_object[2, :3] + self.T_table_object[2, 3]
             table = torch.tanh((-z).clamp_min(0) / c.alpha2_m).sum()
+        if len(self.fingertip_contacts):
+            tips = hand.fingertip_points(T_link)[0]
+            fingertips = torch.cdist(self.fingertip_contacts, tips).amin(-1).sum()
+        else:
+            fingertips = T.new_zeros(())
         R = T[:3, :3]
         return {
             "contact": (self.heat_human - heat_robot).abs().mean(),
@@ -233,6 +257,7 @@ class TransferObjective:
             "interpenetration": c.alpha1 * push + c.beta1 * pull + c.gamma1 * normal,
             "self_penetration": self_penetration,
             "table": table,
+            "fingertips": fingertips,
             "push": push, "pull": pull, "normal": normal,
             "penetration_depth_m": (-d_robot).clamp_min(0).max(),
             "penetration_volume_cm3": ((-d_robot).clamp_min(0) * hand.sample_area_m2.to(d_robot)).sum() * 1e6,
@@ -256,7 +281,7 @@ class TransferObjective:
     def total(self, terms: dict[str, torch.Tensor], names: tuple[str, ...]) -> torch.Tensor:
         w = self.config.weights
         weight = {"contact": w.contact, "orientation": w.orientation, "interpenetration": w.interpenetration,
-                  "self_penetration": w.self_penetration, "table": w.table}
+                  "self_penetration": w.self_penetration, "table": w.table, "fingertips": w.fingertips}
         return sum(weight[name] * terms[name] for name in names)
 
 
@@ -404,6 +429,8 @@ def robot_grasp_result(objective: TransferObjective, T_object_palm: torch.Tensor
         penetration_depth_m=float(terms["penetration_depth_m"]),
         penetration_volume_cm3=float(terms["penetration_volume_cm3"]),
         epsilon_quality=hand_epsilon_quality(hand, sdf, T_object_palm, q_clamped[0]),
+        fingertip_gap_m=float(terms["fingertips"]) / len(objective.fingertip_contacts) if len(objective.fingertip_contacts)
+        else float("nan"),
         losses={k: float(v) for k, v in terms.items() if k != "heat_robot"}, timings_s={})
 
 

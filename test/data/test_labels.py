@@ -125,6 +125,19 @@ def test_custom_forbidden_link_fails_the_pick_and_names_the_link(world, pinch, h
     assert banned.y_pick == 0.0 and f"forbidden link {tip} touches the object" in banned.reason
 
 
+def test_a_pick_can_also_ask_the_executors_rise(world, pinch, hand):
+    """min_rise_fraction: the object must rise that fraction of the 20 cm lift (the executor's check is 0.9)."""
+    nominal = PerturbationConfig(0.0, 0.0, 0.0)
+    ok = label_grasp(world, pinch, hand, LabelConfig(num_perturbations=1, perturbation=nominal,
+                                                     min_rise_fraction=0.9)).trials[0]
+    assert ok.y_pick == 1.0 and ok.object_lift_m >= 0.18, ok.reason
+    asked = ok.object_lift_m / 0.20 + 0.01  # just above what this lift reaches
+    short = label_grasp(world, pinch, hand, LabelConfig(num_perturbations=1, perturbation=nominal,
+                                                        min_rise_fraction=asked)).trials[0]
+    assert short.y_pick == 0.0 and short.object_lift_m == ok.object_lift_m
+    assert f"object rose {ok.object_lift_m * 100:.1f} cm of the 20 cm lift" == short.reason
+
+
 def test_bad_input_raises(world, pinch, hand):
     with pytest.raises(ValueError, match="world frame"):
         label_grasp(world, Grasp(pinch.palm_position_m, pinch.palm_rotation, pinch.joint_angles_rad,

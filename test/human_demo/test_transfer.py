@@ -1,5 +1,7 @@
 """Transfer of a human demonstration to the Allegro: the three steps, the output, and refusals."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -7,8 +9,9 @@ import trimesh
 
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
-from getagrip_ros.human_demo.human_hand import palm_vectors
-from getagrip_ros.human_demo.transfer import TransferConfig, TransferError, initial_palm_pose, transfer_grasp
+from getagrip_ros.human_demo.human_hand import FINGERTIP_KEYPOINTS, palm_vectors
+from getagrip_ros.human_demo.transfer import (TransferConfig, TransferError, human_fingertip_contacts, initial_palm_pose,
+                                              transfer_grasp)
 from getagrip_ros.synthesis.hand_model import AllegroModelConfig, SurfaceSamplingConfig, allegro_hand_model
 from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
 from .demos import side_power_grasp
@@ -231,3 +234,21 @@ def test_similar_grasps_stay_like_the_demonstration(side_grasp, allegro, cylinde
     alone, _, _ = similar_grasps(objective, result, 8, torch.Generator().manual_seed(0),
                                  SimilarityRegion(max_contact_increase=-1.0))
     assert len(alone) == 1
+
+
+def test_the_fingertip_term_brings_allegro_fingertips_to_the_human_fingertip_contacts(side_grasp, allegro, cylinder_sdf):
+    keypoints = torch.as_tensor(side_grasp.keypoints_m)
+    points = cylinder_sdf.surface_points_m
+    contacts = human_fingertip_contacts(keypoints, points, 0.015)
+    tips = keypoints[list(FINGERTIP_KEYPOINTS)]
+    assert 1 <= len(contacts) <= 5
+    assert (torch.cdist(contacts, tips).amin(-1) <= 0.015).all()  # each at a touching human fingertip
+    assert len(human_fingertip_contacts(keypoints + torch.tensor([0.5, 0.0, 0.0], dtype=F64), points, 0.015)) == 0
+    results = {weight: transfer_grasp(side_grasp, allegro, cylinder_sdf,
+                                      replace(FAST, finger_init="contact", weights=replace(FAST.weights, fingertips=weight)),
+                                      T_object_table=np.eye(4))
+               for weight in (0.0, 100.0)}
+    assert results[100.0].losses["fingertips"] > 0
+    assert results[100.0].fingertip_gap_m < results[0.0].fingertip_gap_m - 0.003, {
+        w: r.fingertip_gap_m for w, r in results.items()}
+    assert results[100.0].penetration_depth_m < 0.006
