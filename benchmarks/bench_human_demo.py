@@ -22,6 +22,9 @@ the seed's Table II rows (:data:`ABLATIONS`).
     python benchmarks/bench_human_demo.py --from-demos docs/human_demo/demos_fr3 --kinds tripod,pinch --ablations \
         --methods step_a,dexpilot,fixed_set,transfer,contact_init,discrete_init --out docs/human_demo/transfer_fr3.json
                                                  # the same on demonstrations not used to choose finger_init
+    python benchmarks/bench_human_demo.py --from-demos docs/human_demo/demos --kinds tripod,pinch --methods \
+        transfer,fingertip_term --fingertip-weight 10 --out docs/human_demo/fingertip_term/weight10.json
+                                                 # the fingertip term L_F (weight 100: weight100.json, fingertip_term only)
     python benchmarks/bench_human_demo.py --wrist-filter --demos docs/human_demo/demos_fr3 --demos-only --kinds tripod,pinch
                                                  # demonstrations this robot's wrist can take (the whole-task benchmark)
 """
