@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         goal = GraspObject.Goal(perception="nerf" if args.nerf else "depth", seed=args.seed, trial_name=trial_name("demo"))
         goal.object_position.header.frame_id = "world"
         goal.object_position.point.x = 0.65
-        bar = tqdm(total=100, desc="[demo] grasp_object", unit="%", bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
+        bar = tqdm(total=100, desc="[demo] grasp_object", unit="%", disable=None, bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
         last = [""]
 
         def on_feedback(fb) -> None:

@@ -15,10 +15,13 @@ def test_cli_plans_from_a_file(tmp_path, capsys):
     out = tmp_path / "g.npz"
     code = main([str(tmp_path / "cloud.npy"), "--num-grasps", "4", "--num-samples", "300", "--out", str(out),
                  "--image", str(tmp_path / "g.png")])
-    assert code == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 0, err
     data = np.load(out)
     assert data["vectors_37d"].shape == (4, 37) and data["closed_joints_rad"].shape == (4, 16)
     assert (tmp_path / "g.png").stat().st_size > 10_000
+    # not a terminal (captured): one line per stage, no carriage-return progress bar
+    assert "[planning] sampling\n" in err and "[planning] evaluation\n" in err and "\r" not in err, err
 
 
 def test_cli_plans_with_learned_models(tmp_path, capsys, tiny_models):

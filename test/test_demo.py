@@ -10,7 +10,9 @@ def test_demo_runs_the_whole_task_and_writes_the_bag_and_the_report(tmp_path, ca
     args = ["--out", str(tmp_path), "--object", "tabletop20/cube", "--num-images", "24", "--num-samples", "512",
             "--real-time-factor", "4"]
     assert demo.main(args) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "\r" not in out + captured.err  # not a terminal: one line per stage, no progress bar
     for stage in ("capture", "perception", "grasp_planning", "motion_planning", "execution", "scoring"):
         assert f"stage {stage}" in out
     assert "LIFTED the object" in out and "agrees with the executor" in out

@@ -115,7 +115,7 @@ def _nerf_subset(args: argparse.Namespace, config: GenerationConfig) -> None:
     # simulated poses are exact: no pose refinement (it moves the reconstruction off the world frame)
     subset = NerfSubsetConfig(nerf=nerf_profile(args.nerf_profile, device=args.nerf_device, camera_optimizer="off"),
                               max_grasps_per_object=args.nerf_max_grasps)
-    with tqdm(total=len(names), unit="object", desc="nerf subset", disable=args.quiet, dynamic_ncols=True) as bar:
+    with tqdm(total=len(names), unit="object", desc="nerf subset", disable=True if args.quiet else None, dynamic_ncols=True) as bar:
         def on_object(name: str, status: str) -> None:
             bar.update(1)
             bar.write(f"  {name}: {status}")
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = np.random.default_rng(args.seed).permutation(len(objects))
                 objects = [objects[i] for i in order]
             objects = objects[: args.limit]
-            with tqdm(unit="object", desc="generate", disable=args.quiet, dynamic_ncols=True) as bar:
+            with tqdm(unit="object", desc="generate", disable=True if args.quiet else None, dynamic_ncols=True) as bar:
                 def on_object(outcome: ObjectOutcome, total: int) -> None:
                     bar.total = total
                     bar.update(1)
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             models = ModelFiles(bps_evaluator=args.mine_evaluator, bps_sampler=args.mine_sampler,
                                 fixed_grasps=args.mine_fixed_grasps)
             mining = MiningConfig(models, top_k=args.mine_top_k, random_k=args.mine_random_k, generation=config, seed=args.seed)
-            with tqdm(unit="object", desc="mine", disable=args.quiet, dynamic_ncols=True) as bar:
+            with tqdm(unit="object", desc="mine", disable=True if args.quiet else None, dynamic_ncols=True) as bar:
                 def on_mined(outcome: ObjectOutcome, total: int) -> None:
                     bar.total = total
                     bar.update(1)

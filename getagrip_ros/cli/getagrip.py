@@ -99,7 +99,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     per_object = len(protocol.methods) * protocol.trials_per_object
     print(f"[benchmark] protocol {protocol.hash()}: {len(protocol.objects)} objects x {len(protocol.methods)} methods x "
           f"{protocol.trials_per_object} trials -> {args.out}")
-    with tqdm(total=len(protocol.objects) * per_object, unit="trial", desc="benchmark") as bar:
+    with tqdm(total=len(protocol.objects) * per_object, unit="trial", desc="benchmark", disable=None) as bar:
         def on_trial(name: str, result) -> None:  # a TaskResult (in_process) or a GraspObject result (ros)
             status = result.status if isinstance(result.status, StatusCode) else StatusCode(result.status.code)
             reason = getattr(result, "reason", None) or result.status.reason

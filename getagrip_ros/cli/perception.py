@@ -34,7 +34,7 @@ def _capture(args: argparse.Namespace) -> int:
     obj = prepare_object(object_by_name(args.object))
     scene = SceneConfig(camera=CameraConfig(args.width, args.height, args.focal_px))
     with SimWorld(scene, obj, ObjectPlacement(xy_m=(args.x, args.y))) as world, \
-            tqdm(total=args.num_images, unit="img", desc="capture") as bar:
+            tqdm(total=args.num_images, unit="img", desc="capture", disable=None) as bar:
         def on_image(index: int, total: int, *_) -> None:
             bar.total = total
             bar.update(1)
@@ -56,7 +56,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.camera_optimizer:
         overrides["camera_optimizer"] = args.camera_optimizer
     config = nerf_profile(args.profile, **overrides)
-    with tqdm(total=config.num_iterations, unit="it", desc=f"nerfacto ({args.profile})") as bar:
+    with tqdm(total=config.num_iterations, unit="it", desc=f"nerfacto ({args.profile})", disable=None) as bar:
         def progress(p) -> None:
             bar.set_postfix(loss=f"{p.loss:.4f}", psnr=f"{p.psnr_db:.1f}")
             bar.update(1)
@@ -70,8 +70,13 @@ def _train(args: argparse.Namespace) -> int:
 def _extract(args: argparse.Namespace) -> int:
     from getagrip_ros.perception.extract import extract_object, representation_summary
 
-    with tqdm(total=100, unit="%", desc="extract") as bar:
+    with tqdm(total=100, unit="%", desc="extract", disable=None) as bar:
+        last = [""]
+
         def progress(stage: str, fraction: float) -> None:
+            if bar.disable and stage != last[0]:  # not a terminal: one line per stage instead of a bar
+                bar.write(f"[extract] {stage}", file=sys.stderr)
+            last[0] = stage
             bar.set_description(stage)
             bar.update(int(100 * fraction) - bar.n)
 

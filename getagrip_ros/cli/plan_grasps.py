@@ -105,8 +105,13 @@ def main(argv: list[str] | None = None) -> int:
                           evaluator=args.evaluator, refinement_iterations=args.iterations, seed=args.seed,
                           nerf_config_path=None if args.nerf is None else str(args.nerf),
                           mesh_path=None if args.mesh is None else str(args.mesh), human_demo=demonstration)
-    with tqdm(total=100, unit="%", desc="planning") as bar:
+    with tqdm(total=100, unit="%", desc="planning", disable=None) as bar:
+        last = [""]
+
         def progress(stage: str, fraction: float, best: float) -> None:
+            if bar.disable and stage != last[0]:  # not a terminal: one line per stage instead of a bar
+                bar.write(f"[planning] {stage}", file=sys.stderr)
+            last[0] = stage
             bar.set_description(stage)
             bar.update(int(100 * fraction) - bar.n)
 

@@ -202,7 +202,7 @@ def run_training(task: TrainingTask, loop: LoopConfig, output_dir: str | Path, p
 
     steps_per_epoch = len(_batches(task.train_indices, loop.batch_size))
     bar = tqdm(total=max(loop.epochs, start_epoch) * steps_per_epoch, initial=start_epoch * steps_per_epoch,
-               desc=task.kind, unit="step", disable=not progress, dynamic_ncols=True)
+               desc=task.kind, unit="step", disable=None if progress else True, dynamic_ncols=True)
     with bar:
         for epoch in range(start_epoch + 1, loop.epochs + 1):
             start = time.perf_counter()

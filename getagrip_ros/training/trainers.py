@@ -234,7 +234,7 @@ def geometry_features(data: BpsGraspDataset, config: GeometryEvaluatorConfig = G
     out = np.zeros((data.num_grasps, config.num_features), np.float32)
     order = np.argsort(data.grasp_bps_idx, kind="stable")
     bounds = np.searchsorted(data.grasp_bps_idx[order], np.arange(len(data.object_codes) + 1))
-    for obj in tqdm(range(len(data.object_codes)), desc="features", unit="object", disable=not progress):
+    for obj in tqdm(range(len(data.object_codes)), desc="features", unit="object", disable=None if progress else True):
         rows = order[bounds[obj]: bounds[obj + 1]]
         if len(rows):
             features = HandObjectFeatures(hand, data.object_cloud_Oy_m(obj), float(data.table_y_m[obj]),
