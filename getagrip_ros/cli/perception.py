@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from getagrip_ros.cli.progress import stage_progress
 from getagrip_ros.status import StageError
 
 
@@ -70,16 +71,7 @@ def _train(args: argparse.Namespace) -> int:
 def _extract(args: argparse.Namespace) -> int:
     from getagrip_ros.perception.extract import extract_object, representation_summary
 
-    with tqdm(total=100, unit="%", desc="extract", disable=None) as bar:
-        last = [""]
-
-        def progress(stage: str, fraction: float) -> None:
-            if bar.disable and stage != last[0]:  # not a terminal: one line per stage instead of a bar
-                bar.write(f"[extract] {stage}", file=sys.stderr)
-            last[0] = stage
-            bar.set_description(stage)
-            bar.update(int(100 * fraction) - bar.n)
-
+    with stage_progress("extract") as progress:
         rep = extract_object(args.backend, args.out, args.nerf or "", args.dataset or "", device=args.device,
                              progress=progress)
     np.save(args.out / "object_cloud.npy", rep.points_world_m)

@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
+from getagrip_ros.cli.progress import stage_progress
 from getagrip_ros.models.shipped import default_method
 from getagrip_ros.planning.planner import EVALUATORS, SAMPLERS, GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
 
@@ -105,17 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                           evaluator=args.evaluator, refinement_iterations=args.iterations, seed=args.seed,
                           nerf_config_path=None if args.nerf is None else str(args.nerf),
                           mesh_path=None if args.mesh is None else str(args.mesh), human_demo=demonstration)
-    with tqdm(total=100, unit="%", desc="planning", disable=None) as bar:
-        last = [""]
-
-        def progress(stage: str, fraction: float, best: float) -> None:
-            if bar.disable and stage != last[0]:  # not a terminal: one line per stage instead of a bar
-                bar.write(f"[planning] {stage}", file=sys.stderr)
-            last[0] = stage
-            bar.set_description(stage)
-            bar.update(int(100 * fraction) - bar.n)
-
-        result = planner.plan(request, progress)
+    with stage_progress("planning") as update:
+        result = planner.plan(request, lambda stage, fraction, best: update(stage, fraction))
     if not result.success:
         print(f"error: {result.status.name}: {result.reason}", file=sys.stderr)
         return 1
