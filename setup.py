@@ -17,6 +17,8 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.yml")),
         (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
+        (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),  # ros2 launch ... rviz:=true
+        (f"share/{PACKAGE}/foxglove", glob("foxglove/*.json")),  # Foxglove layouts for trial bags
     ],
     install_requires=["setuptools"],
     extras_require={"ray": ["ray>=2.9"]},  # getagrip-generate --ray: the data engine on a Ray cluster

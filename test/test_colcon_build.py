@@ -28,7 +28,8 @@ def test_colcon_builds_both_packages_and_the_installed_node_runs(tmp_path, ros_e
     assert build.returncode == 0 and "2 packages finished" in build.stdout, build.stdout[-3000:] + build.stderr[-3000:]
     share = ws / "install" / "getagrip_ros" / "share" / "getagrip_ros"
     for rel in ("urdf/fr3_algr_zed2i.urdf", "urdf/allegro_right.urdf", "config/plan_grasp.yaml",
-                "config/fr3_algr_zed2i_curobo.yml", "launch/planner.launch.py", "package.xml"):
+                "config/fr3_algr_zed2i_curobo.yml", "launch/planner.launch.py", "package.xml", "rviz/getagrip.rviz",
+                "foxglove/getagrip_trial_layout.json"):
         assert (share / rel).is_file(), rel
     node = ws / "install" / "getagrip_ros" / "lib" / "getagrip_ros" / "plan_grasp_node"
     assert node.is_file()

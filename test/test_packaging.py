@@ -36,7 +36,7 @@ def test_every_interface_file_is_generated():
 def test_entry_points_exist_and_data_files_are_installed():
     tree = ast.parse((ROOT / "setup.py").read_text())
     text = ast.unparse(tree)
-    for folder in ("launch", "config", "urdf", "resource"):
+    for folder in ("launch", "config", "urdf", "resource", "rviz", "foxglove"):
         assert folder in text
     assert (ROOT / "resource" / "getagrip_ros").is_file()
     for line in [s for s in text.split("'") if " = getagrip_ros." in s]:

@@ -119,6 +119,9 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
                    "model (the robot node then leaves the camera frame to it)", (("robot", "publish_camera_tf"),),
                    kind=bool, negate=True),
     LaunchArgument("use_sim_time", "false", "use the /clock topic", ((ALL_NODES, "use_sim_time"),), kind=bool),
+    LaunchArgument("rviz", "false", "ros2 launch: also run rviz2 with rviz/getagrip.rviz (robot, TF, camera image, object "
+                   "cloud and mesh, candidate grasps, the executed grasp and the palm's path)", (), kind=bool,
+                   profiles=("sim", "hardware")),
 )
 
 

@@ -3,7 +3,8 @@
 Imports `launch` and `launch_ros` (a real ROS 2 install; they are not on PyPI). Every node gets its
 config/<node>.yaml, the profile's fixed overrides and the launch arguments that target it. Profiles with the
 robot also start robot_state_publisher (unless publish_robot:=false); the robot node then leaves the camera's
-frame to it, so every frame of the TF tree has one parent.
+frame to it, so every frame of the TF tree has one parent. Profiles that declare `rviz` start rviz2 with
+rviz/getagrip.rviz when rviz:=true.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def profile_launch_description(profile_name: str):
                              condition=IfCondition(LaunchConfiguration("publish_robot")),
                              parameters=[{"robot_description": (share / "urdf" / "fr3_algr_zed2i.urdf").read_text(),
                                           "use_sim_time": LaunchConfiguration("use_sim_time")}]))
+    if any(a.name == "rviz" for a in arguments):
+        entities.append(Node(package="rviz2", executable="rviz2", output="screen",
+                             arguments=["-d", str(share / "rviz" / "getagrip.rviz")],
+                             condition=IfCondition(LaunchConfiguration("rviz")),
+                             parameters=[{"use_sim_time": LaunchConfiguration("use_sim_time")}]))
     for node in prof.nodes:
         overrides: dict[str, object] = dict(node.parameters)
         for a in arguments:

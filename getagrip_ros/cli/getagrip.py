@@ -47,6 +47,10 @@ def _bringup(args: argparse.Namespace) -> int:
     if as_bool(arguments.get("publish_robot", "false")):
         raise ValueError("publish_robot: robot_state_publisher is a C++ node of a ROS 2 install; start it with "
                          "`ros2 launch getagrip_ros <profile>.launch.py`, or leave it out here")
+    if as_bool(arguments.get("rviz", "false")):
+        raise ValueError("rviz: rviz2 is a C++ program of a ROS 2 install; start it with `ros2 launch getagrip_ros "
+                         "<profile>.launch.py rviz:=true`, or run `rviz2 -d rviz/getagrip.rviz` (installed under "
+                         "share/getagrip_ros/rviz/) beside this bring-up")
     if args.processes == "per-node":
         from getagrip_ros.bringup.multi_process import run_profile_processes
 

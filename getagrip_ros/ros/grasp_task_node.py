@@ -4,7 +4,8 @@ Runs the core `task.GraspTask` with stage calls that are the stack's own actions
 ``capture_images``, ``train_nerf`` (NeRF perception), ``extract_object``, ``plan_grasp``, ``plan_motion``,
 ``execute_grasp`` - so each stage stays callable on its own; the in-process stack makes the same calls directly. While the robot moves it records ``joint_states`` and, in
 simulation, ``sim/object_state`` into the trial bag; the bag path is in the result. After each trial it
-publishes RViz markers on ``trial_markers`` (latched): the executed grasp and the outcome as text. Parameters mirror
+publishes RViz markers on ``trial_markers`` (latched): the executed grasp and the outcome as text, and on
+``trial_path`` (latched) the palm's path through the execution's recorded joint states. Parameters mirror
 :class:`GraspTaskNodeConfig` (config/grasp_task.yaml).
 """
 
@@ -20,7 +21,7 @@ from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState as JointStateMsg
-from visualization_msgs.msg import MarkerArray
+from visualization_msgs.msg import Marker, MarkerArray
 
 from getagrip_interfaces.action import (
     CaptureImages, ExecuteGrasp, ExtractObject, GraspObject, PlanGrasp, PlanMotion, ResetWorld, TrainNerf,
@@ -31,13 +32,14 @@ from getagrip_ros.perception.capture import CaptureRequest
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.planning.planner import DEMONSTRATION_SAMPLERS, PlanRequest
 from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.robot.arm import RobotKinematics
 from getagrip_ros.robot.backend import ResetReport, WorldReset
 from getagrip_ros.robot.description import FINGERTIP_LINK_NAMES, HAND_LINK_NAMES, PALM_LINK
 from getagrip_ros.robot.interfaces import JointState
 from getagrip_ros.ros.action_calls import RemoteParameters, call_in_node
 from getagrip_ros.ros.actions import StackNode, accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import grasp_msgs_to_core, grasps_to_msgs, matrix_from_pose, point_cloud2_to_numpy, timings_to_msgs
-from getagrip_ros.ros.markers import grasp_markers, outcome_marker
+from getagrip_ros.ros.markers import grasp_markers, outcome_marker, palm_path_m, path_marker
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.ros.stage_messages import (
@@ -51,6 +53,7 @@ from getagrip_ros.task.robot_stages import ExecuteRequest, MotionRequest
 from getagrip_ros.task.stages import (
     CaptureOutput, ExtractRequest, GraspPlanOutput, MotionOutput, NerfRequest, PerceptionOutput, StageBudget, TraceSink,
 )
+from getagrip_ros.trials.bag import read_bag
 
 
 @dataclass(frozen=True)
@@ -189,9 +192,11 @@ class GraspTaskNode(StackNode):
         self.task = GraspTask(self.calls, replace(task, trials_dir=str(Path(task.trials_dir).expanduser()),
                                                   work_dir=str(Path(task.work_dir).expanduser())))
         self.hand = AllegroHand()
+        self.kinematics = RobotKinematics()
         self._start_trace_listener()
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.marker_pub = self.create_publisher(MarkerArray, "trial_markers", latched)
+        self.path_pub = self.create_publisher(Marker, "trial_path", latched)
         self.server = accepting_action_server(self, GraspObject, "grasp_object", self.execute, self.group)
         self.get_logger().info(f"grasp_task ready (trials in {self.task.config.trials_dir}, work data in "
                                f"{self.task.config.work_dir})")
@@ -314,7 +319,21 @@ class GraspTaskNode(StackNode):
         markers.markers.append(outcome_marker(f"{name}: {verdict}", position, outcome.success, self.config.world_frame))
         if not self.closing.is_set():
             self.marker_pub.publish(markers)
+            self.path_pub.publish(self._executed_path(outcome.bag_path))
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
+
+    def _executed_path(self, bag_path: str) -> Marker:
+        """The palm's path (forward kinematics) through the joint states the trial's bag recorded after the executed
+        plan (/motion/lift, written just before execution starts); none (no execution): a deletion."""
+        try:
+            messages = read_bag(bag_path, {"/motion/lift", "/joint_states"}).messages
+            start = next((i for i, m in enumerate(messages) if m.topic == "/motion/lift"), len(messages))
+            points = palm_path_m([(m.msg.name, m.msg.position) for m in messages[start:] if m.topic == "/joint_states"],
+                                 self.kinematics)
+        except Exception as err:  # noqa: BLE001 - a path that cannot be drawn does not fail the goal
+            self.get_logger().warning(f"no executed path for RViz: {type(err).__name__}: {err}")
+            points = np.zeros((0, 3))
+        return path_marker(points, self.config.world_frame)
 
     def close(self) -> None:
         """Shutting down: a running trial is cancelled (its sub-goals too) and still recorded."""

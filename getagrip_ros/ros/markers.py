@@ -1,6 +1,9 @@
-"""RViz markers for planned grasps: palm normal, hand skeleton, fingertips and closing directions, by score."""
+"""RViz markers for planned grasps (palm normal, hand skeleton, fingertips and closing directions, by score), a
+trial's outcome and the palm's executed path."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -11,6 +14,8 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.robot.arm import RobotKinematics
+from getagrip_ros.robot.description import ARM_JOINT_NAMES
 
 
 MARKERS_PER_GRASP = 4
@@ -79,4 +84,35 @@ def outcome_marker(text: str, position_m: np.ndarray, success: bool, frame_id: s
     m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in np.asarray(position_m) + [0.0, 0.0, 0.3])
     m.pose.orientation.w = 1.0
     m.scale.z = 0.04
+    return m
+
+
+def palm_path_m(joint_states: Iterable[tuple[Sequence[str], Sequence[float]]],
+                kinematics: RobotKinematics) -> np.ndarray:
+    """(N, 3) palm positions (world = fr3_link0, metres) by forward kinematics, one per (joint names, positions rad)
+    state that names every arm joint; joints are matched by name (the palm does not depend on the hand joints, so
+    states without them count)."""
+    rows = []
+    for names, positions in joint_states:
+        index = {name: i for i, name in enumerate(names)}
+        if all(name in index for name in ARM_JOINT_NAMES):
+            rows.append([float(positions[index[n]]) if n in index else 0.0 for n in kinematics.joint_names])
+    if not rows:
+        return np.zeros((0, 3))
+    return kinematics.T_world_palm(torch.tensor(rows, dtype=torch.float64))[:, :3, 3].double().numpy()
+
+
+def path_marker(points_m: np.ndarray, frame_id: str = "world", stamp: Time | None = None,
+                namespace: str = "trial_path") -> Marker:
+    """A line strip through (N, 3) points (metres, in frame_id), e.g. the palm's executed path; with fewer than two
+    points a DELETEALL, so a latched topic drops the previous path."""
+    header = Header(frame_id=frame_id, stamp=stamp or Time())
+    points = np.asarray(points_m, dtype=float).reshape(-1, 3)
+    if len(points) < 2:
+        return Marker(header=header, ns=namespace, action=Marker.DELETEALL)
+    m = Marker(header=header, ns=namespace, id=0, type=Marker.LINE_STRIP, action=Marker.ADD,
+               color=ColorRGBA(r=1.0, g=0.45, b=0.0, a=1.0))
+    m.points = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in points]
+    m.pose.orientation.w = 1.0
+    m.scale.x = 0.005
     return m

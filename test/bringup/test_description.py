@@ -96,10 +96,33 @@ def test_arguments_make_sense_per_profile():
     assert "object_label" in names["sim"]
     assert "franky_host" in names["hardware"] and "franky_host" not in names["sim"]
     assert "publish_robot" not in names["planner"] and "publish_robot" in names["sim"]  # plan_grasp alone: no robot model
+    assert {p for p in PROFILES if "rviz" in names[p]} == {"sim", "hardware"}  # the whole stack: something to show
     assert "backend" in names["robot"] and "backend" not in names["sim"]
     assert names["planner"] == {"bps_evaluator", "nerf_evaluator", "geometry_evaluator", "bps_sampler", "fixed_grasps",
                                 "device", "use_sim_time", "work_dir"}  # work_dir: where NeRF goals may come from
     assert as_bool("True") and not as_bool("0")
+
+
+def test_rviz_starts_only_under_ros2_launch(capsys):
+    """`rviz` sets no node parameter; the process bring-ups refuse rviz=true (rviz2 is C++), as they refuse
+    publish_robot=true, before anything starts."""
+    from getagrip_ros.cli.getagrip import main
+
+    (rviz,) = [a for a in LAUNCH_ARGUMENTS if a.name == "rviz"]
+    assert rviz.default == "false" and rviz.kind is bool and not rviz.targets and not rviz.list_targets
+    sim = profile("sim")
+    assert node_parameters(sim, {"rviz": "true"}) == node_parameters(sim, {})
+    with pytest.raises(ValueError, match="expected true or false"):
+        node_parameters(sim, {"rviz": "yes please"})
+    with pytest.raises(ValueError, match="unknown launch arguments"):
+        node_parameters(profile("planner"), {"rviz": "false"})
+    assert main(["bringup", "--profile", "sim", "--arg", "rviz=true"]) == 2
+    err = capsys.readouterr().err
+    assert "rviz2 is a C++ program" in err and "<profile>.launch.py rviz:=true" in err
+    source = (ROOT / "getagrip_ros" / "bringup" / "launch_description.py").read_text()
+    assert 'arguments=["-d", str(share / "rviz" / "getagrip.rviz")]' in source
+    assert 'condition=IfCondition(LaunchConfiguration("rviz"))' in source
+    assert (ROOT / "rviz" / "getagrip.rviz").is_file()
 
 
 def test_argument_defaults_are_the_parameter_files_values():

@@ -119,6 +119,26 @@ def test_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclpy_nod
     texts = [m.text for m in received[-1].markers if m.type == Marker.TEXT_VIEW_FACING]
     assert texts == ["cube_1: LIFTED"] and any(m.ns == "executed_grasp" for m in received[-1].markers)
 
+    # the palm's executed path (forward kinematics of the joint states recorded during execution): from where the arm
+    # started to the grasp's palm pose, then straight up by the lift (stages.lift_m = 0.2 m)
+    import torch
+
+    from getagrip_ros.grasp.grasp import Grasp
+
+    paths = []
+    sub = rclpy_node.create_subscription(Marker, "trial_path", paths.append,
+                                         QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    try:
+        spin_until(rclpy_node, lambda: paths, 20)
+    finally:
+        rclpy_node.destroy_subscription(sub)
+    assert paths and paths[-1].type == Marker.LINE_STRIP and paths[-1].header.frame_id == "world"
+    path = np.array([[p.x, p.y, p.z] for p in paths[-1].points])
+    palm = Grasp.from_vector(torch.tensor(executed[-1])[None], "world").T_frame_palm[0, :3, 3].double().numpy()
+    assert len(path) > 20 and np.linalg.norm(path[0] - palm) > 0.1, path
+    np.testing.assert_allclose(path[-1], palm + [0.0, 0.0, 0.2], atol=0.03)
+    assert abs(path[:, 2].min() - palm[2]) < 0.03  # the palm went no lower than the grasp
+
 
 def test_cancel_and_bad_goals_end_with_a_reason_and_the_server_keeps_serving(rclpy_node, client, stack):
     seen = []
