@@ -7,7 +7,8 @@
    images are fused into the object (or a NeRF is trained: --nerf), plan_grasp samples and ranks grasps,
    plan_motion plans the approach and the lift (OMPL), execute_grasp runs hand shaping -> approach ->
    close -> lift with the safety checks, and the physics judges the lift;
-3. the trial bag (mcap) is read back and drawn as a PNG report.
+3. the trial bag (mcap) is read back and drawn as a PNG report (the hand rendered on the perceived object), and
+   re-rendered as an MP4 video of the trial beside the bag (--no-video skips it).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-samples", type=int, default=1024, help="grasps sampled before ranking")
     parser.add_argument("--real-time-factor", type=float, default=1.0, help="arm motions at this multiple of real time")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-video", dest="video", action="store_false",
+                        help="skip the trial's video (an MP4 re-rendered from the bag, beside it)")
     parser.add_argument("--processes", choices=("per-node", "one"), default="per-node",
                         help="per-node: each node in its own process (as ros2 launch); one: all in one process")
     args = parser.parse_args(argv)
@@ -112,9 +115,22 @@ def main(argv: list[str] | None = None) -> int:
     if not result.trial_bag_path:
         return 1
     bag = read_bag(result.trial_bag_path)
-    report = write_report(result.trial_bag_path, out / "report.png")
+    trial_s = time.monotonic() - start
+    report = write_report(bag, out / "report.png")
+    report_s = time.monotonic() - start - trial_s
     print(f"[demo] trial bag {result.trial_bag_path} ({len(bag.messages)} messages on {len({m.topic for m in bag.messages})} "
-          f"topics); report {report}; total {time.monotonic() - start:.0f} s")
+          f"topics); report {report}")
+    if args.video:
+        from getagrip_ros.trials.video import write_trial_video
+
+        video = write_trial_video(result.trial_bag_path, bag=bag)
+        print(f"[demo] video {video.path} ({video.num_frames} frames, {video.duration_s:.0f} s) and its frames "
+              f"{video.sheet_path}")
+    total_s = time.monotonic() - start
+    drawn_s = total_s - trial_s
+    print(f"[demo] total {total_s:.0f} s: the trial {trial_s:.0f} s, then the report {report_s:.1f} s"
+          + (f" and the video {drawn_s - report_s:.1f} s" if args.video else "")
+          + f" ({100 * drawn_s / total_s:.0f}% of the total)")
     if evaluator == "none":
         print(f"[demo] note: {NO_MODELS}")
     return 0 if status in (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED) else 1

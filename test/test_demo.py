@@ -1,9 +1,11 @@
-"""`make demo` end to end: the single-process stack, a grasp_object goal over ROS 2, the trial bag and its report."""
+"""`make demo` end to end: the single-process stack, a grasp_object goal over ROS 2, the trial bag, its report and its
+video."""
 
 from pathlib import Path
 
 from getagrip_ros import demo
 from getagrip_ros.trials.bag import read_bag
+from getagrip_ros.trials.video import video_info
 
 
 def test_demo_runs_the_whole_task_and_writes_the_bag_and_the_report(tmp_path, capsys):
@@ -20,3 +22,6 @@ def test_demo_runs_the_whole_task_and_writes_the_bag_and_the_report(tmp_path, ca
     assert len(bags) == 1 and read_bag(bags[0]).outcome["success"]
     png = Path(tmp_path / "report.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+    video = bags[0] / f"{bags[0].name}.mp4"  # the trial's video beside its bag, by default
+    frames, duration_s, _ = video_info(video)
+    assert f"[demo] video {video} ({frames} frames" in out and duration_s > 5

@@ -8,6 +8,7 @@
     getagrip trials report BAG [--out report.png]
     getagrip trials compare A B [--out DIR]      (the same trials run two ways: do the outcomes agree?)
     getagrip trials recover BAG                  (a bag cut off by a crash -> a complete, indexed bag)
+    getagrip trials video BAG [--out trial.mp4]  (a simulated trial re-rendered: capture, approach, close, lift)
 """
 
 from __future__ import annotations
@@ -180,6 +181,20 @@ def _trials_command(args: argparse.Namespace) -> int:
             print(f"recovered {done.path}: {done.messages} messages on {len(done.topics)} topics, "
                   f"{done.record_span_s:.1f} s of record time; {how}; now a complete indexed bag with its metadata.yaml")
         return 0
+    if args.trials_command == "video":
+        from tqdm import tqdm
+
+        from getagrip_ros.trials.video import write_trial_video
+
+        with tqdm(desc="frames", unit="frame", disable=None) as bar:  # a bar on a terminal only
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+            video = write_trial_video(args.bag, args.out, progress=progress)
+        print(f"wrote {video.path} ({video.num_frames} frames, {video.duration_s:.1f} s: "
+              f"{', '.join(f'{k} {v}' for k, v in video.segments.items())} frames) and {video.sheet_path}")
+        return 0
     from getagrip_ros.trials.report import write_report
 
     bag = Path(args.bag)
@@ -239,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     rec = tsub.add_parser("recover", help="rewrite a bag cut off by a crash into a complete, indexed one (with a "
                                           "correct metadata.yaml); a bag its writer closed is left as it is")
     rec.add_argument("bag", type=Path)
+    vid = tsub.add_parser("video", help="an MP4 of a simulated trial re-rendered from its recorded states, and a "
+                                        "contact sheet PNG beside it")
+    vid.add_argument("bag", type=Path)
+    vid.add_argument("--out", type=Path, help="the .mp4 (default: <bag folder>/<trial>.mp4)")
     trials.set_defaults(run=_trials)
 
     args = parser.parse_args(argv)

@@ -125,11 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         keypoints = demonstration_keypoints(demonstration).numpy()
         print(f"wrote {draw_transfer(keypoints, p.transfer, human_demo_hand_model(config.human_demo.hand), args.image)}")
     elif args.image:
+        from getagrip_ros.objects.mesh_object import load_mesh_file
         from getagrip_ros.viz.grasp_image import draw_grasps
 
-        cloud = points if points is not None else p.grasps.palm_position_m.numpy()
+        mesh = None if args.mesh is None else load_mesh_file(args.mesh)
         scores = None if np.isnan(p.y_pgs.numpy()).all() else p.y_pgs.numpy()
-        print(f"wrote {draw_grasps(cloud, p.grasps, planner.hand, args.image, scores=scores)}")
+        image = draw_grasps(points, p.grasps, planner.hand, args.image, scores=scores, mesh=mesh,
+                            closed_joints_rad=p.closed_joints_rad[0].numpy() if len(p.grasps) else None)
+        print(f"wrote {image}")
     return 0
 
 

@@ -12,6 +12,7 @@ publishes RViz markers on ``trial_markers`` (latched): the executed grasp and th
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -117,13 +118,24 @@ class RosStageCalls:
 
     def describe(self) -> dict[str, Any]:
         actuators = self.robot_parameters.read(["backend", "stages", "safety", "execution", "hardware", "sim", "hand",
-                                                "capture", "lift_check_fraction"])
+                                                "capture", "lift_check_fraction", "sample_every_ms",
+                                                "capture_sample_every_ms"])
         simulated = actuators.get("sim.object_name") if actuators.get("backend") == "sim" else None
         return {"backend": "ros", "object": self.node.config.object_label or simulated or "unknown",
                 "actuators": actuators or "the robot node did not answer its parameter services"}
 
     def hand_link_names(self) -> tuple[str, ...]:
         return hand_contact_links()
+
+    @contextmanager
+    def _tracing(self, trace: TraceSink):
+        """The robot's states stamped while the block runs go to `trace` (the capture's and the execution's)."""
+        window = self.node.trace_window = TraceWindow(trace, self.node.get_clock().now().nanoseconds)
+        try:
+            yield
+        finally:
+            window.close(self.node.get_clock().now().nanoseconds)
+            self.node.trace_window = None
 
     def _call(self, name: str, goal: Any, budget: StageBudget, feedback=None, any_outcome: bool = False) -> Any:
         return call_in_node(self.clients[name], goal, budget.cancelled, budget.deadline, feedback,
@@ -135,10 +147,11 @@ class RosStageCalls:
         state = JointState(tuple(s.name), np.asarray(s.position, float), np.asarray(s.velocity, float))
         return ResetReport(result.object_name, matrix_from_pose(result.object_pose.pose), state, result.status.reason)
 
-    def capture(self, request: CaptureRequest, budget: StageBudget) -> CaptureOutput:
-        result = self._call("capture_images", capture_goal(request, with_depth=True), budget,
-                            lambda fb: budget.progress(fb.num_captured / max(fb.num_planned, 1),
-                                                       f"image {fb.num_captured}/{fb.num_planned}"))
+    def capture(self, request: CaptureRequest, budget: StageBudget, trace: TraceSink) -> CaptureOutput:
+        with self._tracing(trace):
+            result = self._call("capture_images", capture_goal(request, with_depth=True), budget,
+                                lambda fb: budget.progress(fb.num_captured / max(fb.num_planned, 1),
+                                                           f"image {fb.num_captured}/{fb.num_planned}"))
         return CaptureOutput(result.dataset_dir, int(result.num_captured), int(result.num_captured + result.num_skipped))
 
     def train_nerf(self, request: NerfRequest, budget: StageBudget) -> str:
@@ -168,13 +181,9 @@ class RosStageCalls:
             trace.phase(fb.phase, stamp_ns(fb) or None)
             budget.progress(fb.progress, fb.phase)
 
-        window = self.node.trace_window = TraceWindow(trace, self.node.get_clock().now().nanoseconds)
-        try:
+        with self._tracing(trace):
             result = self._call("execute_grasp", execute_goal(request, self.node.get_clock().now().to_msg()), budget,
                                 feedback, any_outcome=True)
-        finally:
-            window.close(self.node.get_clock().now().nanoseconds)
-            self.node.trace_window = None
         code = StatusCode(result.status.code)
         return ExecutionResult(code == StatusCode.SUCCEEDED, code, result.stage, result.status.reason,
                                bool(result.lifted) if result.stage == "done" else None)

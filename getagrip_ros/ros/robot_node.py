@@ -11,8 +11,8 @@ so the hand topic driver can be run against it. ``hardware`` - the FR3 through f
 and released after it: libfranka admits one controlling client), the Allegro hand through its driver's topics
 and the ZED 2i through the ZED SDK.
 
-Publishes ``joint_states`` (the whole robot; between goals at ``state_rate_hz``, during execution every
-``sample_every_ms`` of robot time), per captured image ``camera/image_raw``, ``camera/camera_info`` and
+Publishes ``joint_states`` (the whole robot; between goals at ``state_rate_hz``, during the capture every
+``capture_sample_every_ms`` and during execution every ``sample_every_ms`` of robot time), per captured image ``camera/image_raw``, ``camera/camera_info`` and
 ``camera/pose`` (T_world_camera_optical), the camera pose on ``/tf`` (``publish_camera_tf``; off when a
 robot_state_publisher publishes the robot's frames, so each frame has one parent), world -> fr3_link0 on
 ``/tf_static``, and in simulation ``sim/object_state`` (the object's pose and the robot links touching it).
@@ -245,21 +245,18 @@ class RobotNode(StackNode):
         if self.unavailable is not None:
             outcome = CaptureResult(*self.unavailable, None)
         else:
-            robot = self.stages.robot
-
             running = self.running(goal_handle, "capture_images")
 
             def on_image(index: int, total: int, image, T_world_camera: np.ndarray) -> None:
                 stamp = self.get_clock().now().to_msg()
                 pose = self._publish_image(image, T_world_camera, stamp)
                 running.feedback(CaptureImages.Feedback(num_captured=index + 1, num_planned=total, camera_pose=pose))
-                self._publish_sample(robot.sample())
 
             try:
                 request, with_depth = capture_request(goal_handle.request)
                 check_goal_paths(self.config.data_roots, output_dir=request.output_dir)
                 with running:
-                    outcome = self.stages.capture(request, with_depth, on_image, running.stopped)
+                    outcome = self.stages.capture(request, with_depth, on_image, running.stopped, self._publish_sample)
             except (ValueError, TypeError) as err:  # UnsafeFile included
                 outcome = CaptureResult(StatusCode.INVALID_GOAL, f"malformed goal: {err}", None)
         result = CaptureImages.Result(dataset_dir=str(outcome.dataset_dir or ""), num_captured=outcome.num_captured,

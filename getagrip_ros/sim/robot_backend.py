@@ -68,6 +68,15 @@ class SimRobotConfig:
                 raise ValueError(f"sim.{name} must be >= 0, got {getattr(self, name)}")
 
 
+def prepare_named_object(name: str, cache_dir: str | None = None):
+    """A world's object by the name a reset takes: a catalog name, or a mesh file's path."""
+    from getagrip_ros.objects.catalog import object_by_name, user_object
+    from getagrip_ros.objects.mesh_object import PrepareConfig, prepare_object
+
+    spec = user_object(name) if Path(name).suffix and Path(name).is_file() else object_by_name(name)
+    return prepare_object(spec, PrepareConfig(cache_dir=cache_dir))
+
+
 class SimRobot(RobotBackend):
     """One simulated world, driven from one worker thread; `run` executes calls there (re-entrant)."""
 
@@ -93,12 +102,8 @@ class SimRobot(RobotBackend):
         return self._worker.submit(fn, *args).result()
 
     def _prepared(self, name: str):
-        from getagrip_ros.objects.catalog import object_by_name, user_object
-        from getagrip_ros.objects.mesh_object import PrepareConfig, prepare_object
-
         if name not in self._objects:
-            spec = user_object(name) if Path(name).suffix and Path(name).is_file() else object_by_name(name)
-            self._objects[name] = prepare_object(spec, PrepareConfig(cache_dir=self.config.object_cache_dir or None))
+            self._objects[name] = prepare_named_object(name, self.config.object_cache_dir or None)
         return self._objects[name]
 
     def _build(self, name: str, xy_m: tuple[float, float], yaw_rad: float) -> None:

@@ -86,6 +86,8 @@ class SceneConfig:
     """Speckled table top (as real tables are): image-based reconstruction cannot place a uniform plane."""
     gains: ActuatorGains = field(default_factory=ActuatorGains)
     camera: CameraConfig = field(default_factory=CameraConfig)
+    skybox: bool = False
+    """A light grey sky instead of black (pictures and videos; the wrist camera's images keep black)."""
 
 
 def quat_wxyz_from_rpy(rpy_rad: tuple[float, float, float]) -> list[float]:
@@ -152,6 +154,9 @@ def build_scene(config: SceneConfig = SceneConfig()) -> mujoco.MjSpec:
     spec.visual.global_.offheight = max(config.camera.height_px, 480)
     spec.visual.headlight.ambient = [0.4, 0.4, 0.4]
     spec.visual.headlight.diffuse = [0.6, 0.6, 0.6]
+    if config.skybox:
+        spec.add_texture(name="sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+                         rgb1=[0.93, 0.94, 0.96], rgb2=[0.7, 0.74, 0.8], width=64, height=64)
     world = spec.worldbody
     world.add_light(name="ceiling", pos=[0.5, 0.0, 2.0], dir=[0, 0, -1], castshadow=False)
     table = world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[s / 2 for s in config.table_size_m],

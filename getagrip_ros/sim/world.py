@@ -123,6 +123,19 @@ class SimWorld:
             self.set_wrist_pose(np.eye(4) if T_world_palm is None else T_world_palm, teleport=True)
         mujoco.mj_forward(self.model, self.data)
 
+    def show_state(self, joint_names: tuple[str, ...], q_rad: np.ndarray, T_world_object: np.ndarray | None = None) -> None:
+        """Pose the robot (joints of this world in `joint_names`; others are left as they are) and the object as
+        recorded, without physics (for re-rendering a trial; velocities untouched)."""
+        for name, q in zip(joint_names, np.asarray(q_rad, dtype=float), strict=True):
+            if name in self._qadr:
+                self.data.qpos[self._qadr[name]] = q
+        if T_world_object is not None and self._object_body >= 0:
+            adr = self.model.jnt_qposadr[self.model.body_jntadr[self._object_body]]
+            quat = np.zeros(4)
+            mujoco.mju_mat2Quat(quat, np.ascontiguousarray(T_world_object[:3, :3], dtype=float).reshape(-1))
+            self.data.qpos[adr : adr + 3], self.data.qpos[adr + 3 : adr + 7] = T_world_object[:3, 3], quat
+        mujoco.mj_kinematics(self.model, self.data)
+
     def step(self, num_steps: int = 1) -> None:
         mujoco.mj_step(self.model, self.data, nstep=num_steps)
 

@@ -197,7 +197,7 @@ class GraspTask:
             self._reset(run_stage, recorder, position, obj, feedback, done)
             capture = run_stage("capture", lambda b: self.calls.capture(CaptureRequest(
                 look_at_m=position.tolist(), output_dir=str(work / "capture"), frame_id=WORLD_FRAME,
-                num_images=cfg.num_images), b))
+                num_images=cfg.num_images), b, recorder))
             data = read_nerf_dataset(capture.dataset_dir)
             if len(data) == 0:
                 raise StageError(StatusCode.NO_RESULT, "the capture returned no images")

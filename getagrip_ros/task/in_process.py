@@ -53,6 +53,18 @@ def _raise_unless(ok: bool, code: StatusCode, reason: str) -> None:
         raise StageError(code, reason)
 
 
+def _trace_samples(trace: TraceSink):
+    """The robot stages' on_sample callback that writes each sample to the trial's trace."""
+    def on_sample(sample) -> None:
+        s = sample.joint_state
+        trace.joint_state(s.joint_names, s.positions_rad, s.velocities_rad_s)
+        if sample.object is not None:
+            o = sample.object
+            trace.object_state(o.T_world_object, o.touching, o.touches_table)
+
+    return on_sample
+
+
 class InProcessStack:
     """`StageCalls` in this process, on one `SimRobot` (close() releases it)."""
 
@@ -78,11 +90,11 @@ class InProcessStack:
         _raise_unless(outcome.status == StatusCode.SUCCEEDED, outcome.status, outcome.reason)
         return outcome.report
 
-    def capture(self, request: CaptureRequest, budget: StageBudget) -> CaptureOutput:
+    def capture(self, request: CaptureRequest, budget: StageBudget, trace: TraceSink) -> CaptureOutput:
         def on_image(index: int, total: int, image, T_world_camera: np.ndarray) -> None:
             budget.progress((index + 1) / max(total, 1), f"image {index + 1}/{total}")
 
-        result = self.robot_stages.capture(request, True, on_image, budget.should_stop)
+        result = self.robot_stages.capture(request, True, on_image, budget.should_stop, _trace_samples(trace))
         _raise_unless(result.success, result.status, result.reason)
         return CaptureOutput(str(result.dataset_dir), int(result.num_captured), int(result.num_planned))
 
@@ -128,14 +140,7 @@ class InProcessStack:
             trace.phase(stage)
             budget.progress(fraction, stage)
 
-        def on_sample(sample) -> None:
-            s = sample.joint_state
-            trace.joint_state(s.joint_names, s.positions_rad, s.velocities_rad_s)
-            if sample.object is not None:
-                o = sample.object
-                trace.object_state(o.T_world_object, o.touching, o.touches_table)
-
-        return self.robot_stages.execute(request, progress, budget.should_stop, on_sample)
+        return self.robot_stages.execute(request, progress, budget.should_stop, _trace_samples(trace))
 
     def close(self) -> None:
         self.robot_stages.close()

@@ -11,8 +11,8 @@ Topics (world frame unless noted):
   /object/bps_origin                               geometry_msgs/PoseStamped
   /grasps/candidates, /grasps/chosen               getagrip_interfaces/Grasp (ranked, best first)
   /motion/{hand_shape,approach,close,lift}         trajectory_msgs/JointTrajectory
-  /joint_states                                    sensor_msgs/JointState (arm + hand, during execution)
-  /sim/object_state                                getagrip_interfaces/ObjectState (simulation ground truth)
+  /joint_states                                    sensor_msgs/JointState (arm + hand, during capture and execution)
+  /sim/object_state                                getagrip_interfaces/ObjectState (simulation ground truth, ditto)
 """
 
 from __future__ import annotations

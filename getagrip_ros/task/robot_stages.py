@@ -84,6 +84,9 @@ class RobotStagesConfig:
     sample_every_ms: float = 50.0
     """During execution the robot's state (and, in simulation, the object's) is reported every this many
     milliseconds of robot time (the trial's trace)."""
+    capture_sample_every_ms: float = 250.0
+    """... and during the capture every this many (minutes of motion along the spirals: coarser keeps the recording
+    cheap; still several states for each frame of a trial's video)."""
     measured_limit_tolerance_rad: float = 0.05
     """A measured joint this far past a URDF limit is clamped onto it (logged; encoders read a few hundredths of a
     radian past the limits after a grasp); farther is a state error (HARDWARE_ERROR)."""
@@ -91,8 +94,8 @@ class RobotStagesConfig:
     def __post_init__(self) -> None:
         if not 0 < self.lift_check_fraction <= 1:
             raise ValueError(f"lift_check_fraction must be in (0, 1], got {self.lift_check_fraction}")
-        if not self.sample_every_ms > 0 or not self.measured_limit_tolerance_rad >= 0:
-            raise ValueError("sample_every_ms must be > 0 and measured_limit_tolerance_rad >= 0")
+        if not self.sample_every_ms > 0 or not self.capture_sample_every_ms > 0 or not self.measured_limit_tolerance_rad >= 0:
+            raise ValueError("sample_every_ms and capture_sample_every_ms must be > 0 and measured_limit_tolerance_rad >= 0")
 
 
 @dataclass
@@ -242,8 +245,10 @@ class RobotStages:
 
     # -- capture ---------------------------------------------------------------------------------------
     def capture(self, request: CaptureRequest, with_depth: bool, on_image=None,
-                should_stop: Callable[[], bool] = lambda: False) -> CaptureResult:
-        """The spirals around request.look_at_m with the wrist camera (`perception.capture.run_capture`)."""
+                should_stop: Callable[[], bool] = lambda: False,
+                on_sample: Callable[[RobotSample], None] = lambda sample: None) -> CaptureResult:
+        """The spirals around request.look_at_m with the wrist camera (`perception.capture.run_capture`); on_sample
+        every capture_sample_every_ms of robot time while the arm moves (a trial's recording shows the whole capture)."""
         from getagrip_ros.perception.cameras import CameraUnavailable
 
         if self.estop.triggered:
@@ -260,8 +265,11 @@ class RobotStages:
             robot.acquire()
 
             def capture() -> CaptureResult:
-                return run_capture(robot.arm, robot.camera(with_depth), request, self.spiral, self.config.capture,
-                                   on_image=on_image, should_stop=robot.paced(should_stop, "capture"), hand=robot.hand)
+                poll = self._sampling(robot.paced(should_stop, "capture"), on_sample, self.config.capture_sample_every_ms)
+                result = run_capture(robot.arm, robot.camera(with_depth), request, self.spiral, self.config.capture,
+                                     on_image=on_image, should_stop=poll, hand=robot.hand)
+                on_sample(robot.sample())
+                return result
 
             return robot.run(capture)
         except RobotUnavailable as err:
@@ -370,22 +378,27 @@ class RobotStages:
     def _execute(self, stages: GraspStages, world: PlanningWorld, progress, should_stop, on_sample) -> ExecutionResult:
         """In the robot's thread."""
         robot, cfg = self.robot, self.config
-        every = max(1, round(cfg.sample_every_ms / 10))  # the executor polls every 10 ms of robot time
-        ticks = [0]
-        paced = robot.paced(should_stop, "execution")
-
-        def poll() -> bool:
-            ticks[0] += 1
-            if ticks[0] % every == 0:
-                on_sample(robot.sample())
-            return paced()
-
+        poll = self._sampling(robot.paced(should_stop, "execution"), on_sample, cfg.sample_every_ms)
         on_sample(robot.sample())
         lift_check = robot.lift_check(cfg.lift_check_fraction * cfg.stages.lift_m)
         executor = GraspExecutor(robot.arm, robot.hand, self.safety, cfg.execution, self.estop)
         result = executor.execute(stages, world, poll, progress, lift_check)
         on_sample(robot.sample())
         return result
+
+    def _sampling(self, should_stop: Callable[[], bool], on_sample: Callable[[RobotSample], None],
+                  every_ms: float) -> Callable[[], bool]:
+        """`should_stop` that also hands on_sample the robot's state every `every_ms` of robot time (motions poll their
+        should_stop every 10 ms of robot time)."""
+        every, ticks = max(1, round(every_ms / 10)), [0]
+
+        def poll() -> bool:
+            ticks[0] += 1
+            if ticks[0] % every == 0:
+                on_sample(self.robot.sample())
+            return should_stop()
+
+        return poll
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop: the e-stop halts a running motion within one poll, then the robot is closed (after that goal ends,

@@ -129,7 +129,9 @@ class StageCalls(Protocol):
 
     def reset(self, request: WorldReset, budget: StageBudget) -> ResetReport: ...
 
-    def capture(self, request: CaptureRequest, budget: StageBudget) -> CaptureOutput: ...
+    def capture(self, request: CaptureRequest, budget: StageBudget, trace: TraceSink) -> CaptureOutput:
+        """Carries the camera along the spirals; `trace` receives the robot's (and the simulated object's) states while
+        the arm moves."""
 
     def train_nerf(self, request: NerfRequest, budget: StageBudget) -> str:
         """The trained NeRF's config.yml."""

@@ -4,17 +4,19 @@ Everything is read back from the bag, so the report also checks what was recorde
 
 from __future__ import annotations
 
-import tempfile
+import contextlib
 from pathlib import Path
 
 import numpy as np
 
-from getagrip_ros.trials.bag import read_bag
+from getagrip_ros.trials.bag import TrialBag, read_bag
 from getagrip_ros.trials.messages import grasp_from_msgs, points_from_cloud
 
 
-def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -> Path:
-    bag = read_bag(bag_path)  # a file that is no bag raises (NotABagError, FileNotFoundError) before anything is drawn
+def write_report(bag_path: str | Path | TrialBag, path: str | Path, max_grasps: int = 9) -> Path:
+    """Draw the trial bag at `bag_path` (or one read already) into the PNG `path`."""
+    # a file that is no bag raises (NotABagError, FileNotFoundError) before anything is drawn
+    bag = bag_path if isinstance(bag_path, TrialBag) else read_bag(bag_path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -22,7 +24,8 @@ def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -
 
     from getagrip_ros.robot.allegro import AllegroHand
     from getagrip_ros.viz.figures import save_figure
-    from getagrip_ros.viz.grasp_image import draw_grasps
+    from getagrip_ros.viz.grasp_image import grasp_picture
+    from getagrip_ros.viz.hand_render import HandRenderer
 
     meta, outcome = bag.metadata, bag.outcome or {}
     fig, axes = plt.subplots(2, 2, figsize=(16, 11))
@@ -35,22 +38,28 @@ def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -
     ax.axis("off")
     hand = AllegroHand()
     clouds, candidates, chosen = bag.topic("/object/points"), bag.topic("/grasps/candidates"), bag.topic("/grasps/chosen")
-    with tempfile.TemporaryDirectory() as tmp:
-        for ax, grasp_msgs, title in ((axes[0, 1], candidates, f"top {max_grasps} grasps, colour = predicted y_PGS"),
-                                      (axes[1, 0], chosen, "the executed grasp")):
+    cloud = points_from_cloud(clouds[-1].msg) if clouds else None
+    scene = HandRenderer(cloud) if clouds and (candidates or chosen) else contextlib.nullcontext()
+    with scene as renderer:  # one scene for both pictures
+        for ax, grasp_msgs, title, best in (
+                (axes[0, 1], candidates, f"the best {max_grasps} grasps on the perceived cloud (hand colour = predicted "
+                                         "y_PGS, red 0 -> green 1)", False),
+                (axes[1, 0], chosen, "the executed grasp: pre-grasp and closed on the cloud", True)):
             ax.axis("off")
             if not clouds or not grasp_msgs:
                 ax.set_title(f"{title}: not reached")
                 continue
             grasps, labels = grasp_from_msgs([m.msg for m in grasp_msgs])
             scores = labels[:, 0] if np.isfinite(labels[:, 0]).all() else None
-            image = draw_grasps(points_from_cloud(clouds[-1].msg), grasps, hand, Path(tmp) / "g.png", max_grasps, "", scores)
-            ax.imshow(plt.imread(image))
+            ax.imshow(grasp_picture(cloud, grasps, hand, max_grasps if not best else 1, scores, best_views=best,
+                                    closed_joints_rad=_commanded_close(bag) if best else None, title=" ",
+                                    renderer=renderer))
             ax.set_title(title)
     ax = axes[1, 1]
-    states = sorted(bag.topic("/sim/object_state"), key=lambda m: m.stamp_ns)  # in the order the robot stamped them
+    events = bag.json("/trial/events")
+    states = execution_states(bag.topic("/sim/object_state"), events)
     if states:
-        _plot_lift(ax, states, bag.json("/trial/events"))
+        _plot_lift(ax, states, events)
     else:
         ax.axis("off")
         ax.set_title("no object trace (hardware trial, or execution not reached)")
@@ -61,6 +70,24 @@ def write_report(bag_path: str | Path, path: str | Path, max_grasps: int = 10) -
                  f"({method.get('perception')} perception) -> {verdict} ({outcome.get('status', 'INCOMPLETE')}: "
                  f"{str(outcome.get('reason') or 'no outcome')[:90]}); independent scorer {scorer}", fontsize=11)
     return save_figure(fig, path)
+
+
+def _commanded_close(bag: TrialBag) -> np.ndarray | None:
+    """The hand's joints at the end of the recorded close trajectory (Get a Grip order), or None."""
+    from getagrip_ros.robot.description import HAND_JOINT_NAMES
+
+    close = bag.topic("/motion/close")
+    if not close or not close[-1].msg.points:
+        return None
+    q = dict(zip(close[-1].msg.joint_names, close[-1].msg.points[-1].positions))
+    return np.array([q[n] for n in HAND_JOINT_NAMES]) if all(n in q for n in HAND_JOINT_NAMES) else None
+
+
+def execution_states(states: list, events: list[dict]) -> list:
+    """The states stamped from the start of the execution stage on (the capture's come before), in the order the
+    robot stamped them; none when the trial never reached execution."""
+    starts = [e["time_ns"] for e in events if e.get("event") == "stage_start" and e.get("stage") == "execution"]
+    return [] if not starts else sorted((s for s in states if s.stamp_ns >= starts[-1]), key=lambda m: m.stamp_ns)
 
 
 def _plot_lift(ax, states: list, events: list[dict]) -> None:

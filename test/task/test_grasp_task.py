@@ -4,6 +4,7 @@ also failed, timed-out and cancelled ones - ends with a closed, scored trial bag
 
 from dataclasses import replace
 
+import matplotlib.pyplot
 import numpy as np
 import pytest
 import trimesh
@@ -16,6 +17,7 @@ from getagrip_ros.task.grasp_task import GraspTask, TrialObject
 from getagrip_ros.task.in_process import InProcessStack, StackConfig
 from getagrip_ros.trials.bag import read_bag
 from getagrip_ros.trials.report import write_report
+from getagrip_ros.trials.video import VideoConfig, video_info, write_trial_video
 
 CUBE_AT = np.array([0.65, 0.0, 0.0])
 
@@ -33,9 +35,18 @@ def config(tmp_path):
     return GraspTaskConfig(trials_dir=str(tmp_path), work_dir=str(tmp_path / "work"), num_images=24, num_grasps=20)
 
 
-def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(stages, config, tmp_path):
+@pytest.fixture(scope="module")
+def cube_trial(stages, tmp_path_factory):
+    """One whole trial that lifts the cube: (result, feedback seen, config, trials folder)."""
+    tmp_path = tmp_path_factory.mktemp("cube")
+    config = GraspTaskConfig(trials_dir=str(tmp_path), work_dir=str(tmp_path / "work"), num_images=24, num_grasps=20)
     seen = []
     result = GraspTask(stages, config).run(CUBE_AT, "cube_01", feedback=lambda stage, p, d: seen.append((stage, p)))
+    return result, seen, config, tmp_path
+
+
+def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(cube_trial):
+    result, seen, config, tmp_path = cube_trial
     assert result.status == StatusCode.SUCCEEDED and result.success, result.reason
     assert result.scored_success is True and result.scorer_agrees, result.score_reason
     assert [s for s, _ in dict.fromkeys(seen)] and [s for s in dict.fromkeys(s for s, _ in seen)] == [
@@ -59,6 +70,33 @@ def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(stages, config, tm
     z = [s.msg.pose.position.z for s in bag.topic("/sim/object_state")]
     assert z[-1] - z[0] > 0.15  # the recorded ground truth shows the lift
     assert write_report(tmp_path / "cube_01", tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_the_trial_video_shows_the_capture_and_the_execution(cube_trial):
+    """`trials video`: every recorded state of the capture (sped up) and of the execution, frame by frame."""
+    result, _, _, tmp_path = cube_trial
+    assert result.success, result.reason
+    bag = read_bag(tmp_path / "cube_01")
+    config = VideoConfig()
+    events = bag.json("/trial/events")
+    window = {e["stage"]: [e["time_ns"]] for e in events if e.get("event") == "stage_start"}
+    for e in events:
+        if e.get("event") == "stage_end" and e.get("stage") in window:
+            window[e["stage"]].append(e["time_ns"])
+    stamps = [m.stamp_ns for m in bag.topic("/joint_states")]
+    counts = {stage: sum(window[stage][0] <= t <= window[stage][1] for t in stamps) for stage in ("capture", "execution")}
+    assert counts["capture"] > 20 and counts["execution"] > 50, counts  # the capture's motion is recorded too
+    sample_s = {"capture": 0.25, "execution": 0.05}  # the robot reports every 250 / 50 ms of robot time
+    speeds = {"capture": max(1.0, (counts["capture"] - 1) * 0.25 / config.capture_s), "execution": 1.0}
+    expected = {k: int(np.floor((n - 1) * sample_s[k] * config.fps / speeds[k] + 1e-9)) + 1 for k, n in counts.items()}
+
+    video = write_trial_video(tmp_path / "cube_01", tmp_path / "cube.mp4", config)
+    assert video.segments == expected
+    frames, duration_s, size = video_info(tmp_path / "cube.mp4")  # decoded back
+    assert frames == video.num_frames == sum(expected.values())
+    assert duration_s == pytest.approx(frames / config.fps) and size == (config.width_px, config.height_px)
+    sheet = matplotlib.pyplot.imread(video.sheet_path)
+    assert sheet.shape[:2] == (2 * config.height_px // 2, 4 * config.width_px // 2)  # 8 frames at half size
 
 
 def test_a_stage_that_fails_still_leaves_a_closed_bag_with_the_reason(stages, config, tmp_path):

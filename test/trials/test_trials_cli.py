@@ -42,8 +42,8 @@ def refused(capsys, argv, why):
     return lines[0]
 
 
-@pytest.mark.parametrize("command", ["report", "recover"])
-def test_report_and_recover_refuse_what_is_not_a_bag(tmp_path, capsys, command):
+@pytest.mark.parametrize("command", ["report", "recover", "video"])
+def test_report_recover_and_video_refuse_what_is_not_a_bag(tmp_path, capsys, command):
     for path, why in not_bags(tmp_path / "not_bags"):
         before = sorted(p.name for p in tmp_path.rglob("*"))
         line = refused(capsys, ["trials", command, str(path)], why)
@@ -52,6 +52,14 @@ def test_report_and_recover_refuse_what_is_not_a_bag(tmp_path, capsys, command):
         assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written (no empty report)
     with pytest.raises(SystemExit):
         main(["trials", command])
+
+
+def test_video_refuses_a_trial_that_recorded_no_robot_states(tmp_path, capsys):
+    with TrialBagWriter(tmp_path / "t0", {"object": "tabletop20/cube", "trial": "t0"}) as bag:
+        bag.write_json("/trial/events", {"event": "stage_start", "stage": "capture", "time_ns": 1}, 1)
+        bag.write_json("/trial/outcome", {"success": False, "status": "NO_RESULT", "stage": "capture", "reason": "x"})
+    refused(capsys, ["trials", "video", str(tmp_path / "t0")], "no robot states recorded")
+    assert not list(tmp_path.rglob("*.mp4"))
 
 
 def test_summarize_and_compare_refuse_folders_without_good_bags(tmp_path, capsys):
