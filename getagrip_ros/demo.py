@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +40,23 @@ def bringup_command(args: argparse.Namespace, out: Path, sampler: str, evaluator
     for key, value in params.items():
         command += ["--param", f"{key}={value}"]
     return command
+
+
+def _import_drawing(video: bool) -> None:
+    """Import what draws the report and films the trial (a few seconds of a single core) while this process only waits
+    for the goal's result."""
+    import matplotlib.pyplot  # noqa: F401
+    import mujoco  # noqa: F401
+
+    import getagrip_ros.trials.report  # noqa: F401
+    import getagrip_ros.viz.grasp_image  # noqa: F401
+
+    if video:
+        import av  # noqa: F401
+        import trimesh  # noqa: F401
+
+        import getagrip_ros.objects.catalog  # noqa: F401
+        import getagrip_ros.trials.video  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             bar.n = int(100 * fb.progress)
             bar.set_postfix_str(f"{fb.stage}: {fb.detail[:60]}")
 
+        threading.Thread(target=_import_drawing, args=(args.video,), daemon=True).start()  # while the stack works
         try:
             status, result = call_action(node, client, goal, timeout_s=3600, feedback=on_feedback)
         finally:

@@ -100,6 +100,25 @@ class Grasp:
             frame_id=frame_id,
         )
 
+    @classmethod
+    def from_public_vector(cls, vector: ArrayLike, joint_lower_rad: ArrayLike, joint_upper_rad: ArrayLike,
+                           frame_id: str = "world") -> "Grasp":
+        """Build from (B, 37) vectors as the public code converts a sampler's output: joint angles clamped into
+        [joint_lower_rad, joint_upper_rad] (16 each) and each closing direction divided by its norm (a zero
+        direction becomes NaN, as there; `Grasp.finite` finds them)."""
+        grasp = cls.from_vector(vector, frame_id)
+        q = grasp.joint_angles_rad
+        lower = _as_tensor(joint_lower_rad, "joint_lower_rad", q.dtype).to(q.device).reshape(NUM_HAND_JOINTS)
+        upper = _as_tensor(joint_upper_rad, "joint_upper_rad", q.dtype).to(q.device).reshape(NUM_HAND_JOINTS)
+        grasp.joint_angles_rad = torch.maximum(torch.minimum(q, upper), lower)
+        d = grasp.fingertip_directions
+        grasp.fingertip_directions = d / d.norm(dim=-1, keepdim=True)
+        return grasp
+
+    def finite(self) -> torch.Tensor:
+        """(B,) bool: every number of the grasp is finite."""
+        return torch.isfinite(self.to_vector()).all(1)
+
     def to_vector(self) -> torch.Tensor:
         """(B, 37) tensor in the public layout."""
         return torch.cat(

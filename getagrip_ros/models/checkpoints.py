@@ -4,7 +4,8 @@ Get a Grip layouts. Everything is read with ``torch.load(weights_only=True)``.
 Our file is a dict ``{"format", "version", "kind", "config", "state_dict", "bps_basis", "grasp_mean",
 "grasp_std", "training_state", "metadata"}`` of tensors and plain values. Public layouts recognised:
 the BPS evaluator's bare state_dict, the BPS sampler's list ``[state_dict, optimizer, epoch, step, (ema)]``
-(raw weights, as the public code loads them) and the NeRF evaluator's ``{"nerf_evaluator_model": ...}``.
+(raw weights, as the public code loads them) and the NeRF evaluator's ``{"nerf_evaluator_model": ...}``, also named
+by the public run's ``config.yaml`` (read as plain data with its finger grid: `models.public_config`).
 Sizes of public checkpoints are read off the weight shapes.
 """
 
@@ -161,6 +162,8 @@ def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.dev
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
+    if path.suffix in (".yaml", ".yml"):
+        return _load_public_nerf_evaluator_config(path, kind, device)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad checkpoint
@@ -197,6 +200,31 @@ def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.dev
         raise CheckpointError(f"{path}: malformed {found} checkpoint: {type(err).__name__}: {str(err)[:300]}") from err
     return LoadedModel(found, model, config, basis, mean, std,
                        extras.get("training_state"), metadata, source)
+
+
+def _load_public_nerf_evaluator_config(path: Path, kind: str | None, device: torch.device | str) -> LoadedModel:
+    """A public NeRF evaluator run named by its config.yaml: the checkpoint beside it, checked against the network the
+    yaml describes, with the yaml's finger grid (`models.public_config`)."""
+    from getagrip_ros.models.public_config import PublicConfigError, read_public_nerf_evaluator_config
+
+    if kind not in (None, "nerf_evaluator"):
+        raise CheckpointError(f"{path}: a public config.yaml describes a NeRF evaluator, not a {kind}")
+    try:
+        settings = read_public_nerf_evaluator_config(path)
+    except PublicConfigError as err:
+        raise CheckpointError(str(err)) from err
+    loaded = load_checkpoint(settings.checkpoint, "nerf_evaluator", device)
+    want, have = settings.network, loaded.config
+
+    def layout(c: NerfEvaluatorConfig) -> tuple:
+        return c.conv_channels, c.use_global, c.global_conv_channels if c.use_global else None, c.mlp_hidden
+
+    if layout(want) != layout(have):
+        raise CheckpointError(f"{path} describes the network (conv, global, global conv, mlp) {layout(want)}, but "
+                              f"{settings.checkpoint.name} beside it holds {layout(have)}")
+    loaded.metadata = {**loaded.metadata, "finger_grid": dataclasses.asdict(settings.finger_grid),
+                       "public_config": str(path), "checkpoint": str(settings.checkpoint)}
+    return loaded
 
 
 def export_checkpoint(src: str | Path, dst: str | Path, metadata: dict | None = None, half: bool = False) -> Path:

@@ -49,12 +49,21 @@ def T_frame_Oy_at(centroid_m: np.ndarray) -> torch.Tensor:
     return T
 
 
-def object_from_points(points_m: np.ndarray, frame_id: str) -> PlanningObject:
-    """Centroid = mean of the cloud; BPS measured from the table below it."""
+def object_from_points(points_m: np.ndarray, frame_id: str, bps_max_points: int = 0) -> PlanningObject:
+    """Centroid = mean of the cloud; BPS measured from the table below it, from at most `bps_max_points` of the points
+    (a fixed random subset, the same for the same cloud; 0 = all)."""
     pts = np.asarray(points_m, dtype=float)
     centroid = pts.mean(axis=0)
-    bps = encode_bps(pts, np.array([centroid[0], centroid[1], 0.0]))
+    bps = encode_bps(bps_points(pts, bps_max_points), np.array([centroid[0], centroid[1], 0.0]))
     return PlanningObject(frame_id, T_frame_Oy_at(centroid), bps.distances_m, points_m=pts)
+
+
+def bps_points(points_m: np.ndarray, max_points: int) -> np.ndarray:
+    """At most `max_points` of the points (0 = all): a fixed random subset in random order, as the first points of
+    the public code's randomly ordered cloud are."""
+    if max_points <= 0 or len(points_m) <= max_points:
+        return points_m
+    return points_m[np.random.default_rng(0).permutation(len(points_m))[:max_points]]
 
 
 def object_from_bps(bps_m: np.ndarray, frame_id: str, centroid_height_m: float) -> PlanningObject:

@@ -68,7 +68,7 @@ class ModelFiles:
     bps_evaluator: str = SHIPPED
     """BPS evaluator checkpoint (ours or the public layout)."""
     nerf_evaluator: str = ""
-    """NeRF evaluator checkpoint (none ships)."""
+    """NeRF evaluator checkpoint (none ships), or a public run's config.yaml (its checkpoint beside it, its finger grid)."""
     bps_sampler: str = SHIPPED
     """Diffusion sampler checkpoint."""
     fixed_grasps: str = SHIPPED
@@ -93,6 +93,10 @@ class GraspPlannerConfig:
     """Fewest object points accepted."""
     mesh_surface_points: int = 5000
     """Points drawn on a mesh-only object's surface (as many as perception's cleaned cloud keeps)."""
+    bps_max_points: int = 0
+    """The BPS of a cloud is measured from at most this many of its points, a fixed random subset (0: all). The
+    public code measures it from the first 3000 points of its cleaned NeRF cloud, which comes in random order: set
+    3000 with the public checkpoints (see README "Public checkpoints")."""
     apply_cable_filter: bool = True
     cable_filter: CableFilterConfig = field(default_factory=CableFilterConfig)
     heuristic_sampler: HeuristicSamplerConfig = field(default_factory=HeuristicSamplerConfig)
@@ -347,7 +351,8 @@ class GraspPlanner:
             return HeuristicSampler(self.hand, cfg.heuristic_sampler, cfg.chunk_size, keep)
         if name == "fixed":
             if self._grasp_set is None:
-                self._grasp_set = load_grasp_set(self._model_path("fixed_grasps", "fixed grasp set"))
+                self._grasp_set = load_grasp_set(self._model_path("fixed_grasps", "fixed grasp set"),
+                                                 (self.hand.lower_limits_rad.cpu(), self.hand.upper_limits_rad.cpu()))
             return FixedSampler(self._grasp_set)
         if name == "graspd":
             if self._graspd is None:  # builds the hand model (~1-2 s) once
@@ -358,7 +363,7 @@ class GraspPlanner:
                 keep = (lambda R: cable_filter_rotation_mask(R, starts)) if cfg.apply_cable_filter else None
                 self._graspd = GraspdSampler(cfg.graspd, keep)
             return self._graspd
-        return DiffusionSampler(self._model("bps_sampler", "diffusion sampler"), cfg.diffusion)
+        return DiffusionSampler(self._model("bps_sampler", "diffusion sampler"), cfg.diffusion, self.hand)
 
     def _evaluator(self, name: str):
         if name == "sim":
@@ -410,7 +415,7 @@ class GraspPlanner:
             check_object_points(np.asarray(obj.mesh.vertices), request.frame_id, self.config, "mesh", min_points=3)
             return obj
         if request.points_m is not None:
-            return object_from_points(request.points_m, request.frame_id)
+            return object_from_points(request.points_m, request.frame_id, self.config.bps_max_points)
         if request.bps is not None:
             return object_from_bps(request.bps, request.frame_id, request.bps_centroid_height_m)
 

@@ -51,8 +51,10 @@ class HeuristicSampler:
         return Grasp.cat(batches)
 
 
-def load_grasp_set(path: str | Path) -> Grasp:
-    """Grasps (in Oy) from our ``.npz`` (``grasps`` (B, 37)) or the public code's ``.npy`` grasp-config dict.
+def load_grasp_set(path: str | Path, joint_limits_rad: tuple[torch.Tensor, torch.Tensor] | None = None) -> Grasp:
+    """Grasps (in Oy) from our ``.npz`` (``grasps`` (B, 37)) or the public code's ``.npy`` grasp-config dict; the
+    public dict's joint angles are clamped into `joint_limits_rad` (lower, upper) when given, as the public code
+    does when it reads one.
 
     Raises:
         StageError(INTERNAL_ERROR): missing or malformed file.
@@ -73,6 +75,8 @@ def load_grasp_set(path: str | Path) -> Grasp:
                 raise ValueError(f"expected the public grasp-config dict, found a {type(d).__name__}")
             grasps = Grasp(d["trans"], d["rot"], d["joint_angles"], np.asarray(d["grasp_orientations"])[..., :, 2],
                            frame_id="Oy")
+            if joint_limits_rad is not None:
+                grasps = Grasp.from_public_vector(grasps.to_vector(), *joint_limits_rad, frame_id="Oy")
     except Exception as err:  # noqa: BLE001 - any reading problem is a bad file
         raise StageError(StatusCode.INTERNAL_ERROR, f"cannot read the fixed grasp set {path}: "
                          f"{type(err).__name__}: {err}") from err
@@ -118,10 +122,14 @@ class DiffusionSamplerConfig:
 
 
 class DiffusionSampler:
-    """DDIM sampling of the BPS-conditioned diffusion model."""
+    """DDIM sampling of the BPS-conditioned diffusion model; its vectors become grasps as the public code converts them
+    (joints clamped into the hand's limits, closing directions normalised: `Grasp.from_public_vector`)."""
 
-    def __init__(self, loaded: LoadedModel, config: DiffusionSamplerConfig = DiffusionSamplerConfig()) -> None:
+    def __init__(self, loaded: LoadedModel, config: DiffusionSamplerConfig = DiffusionSamplerConfig(),
+                 hand: AllegroHand | None = None) -> None:
         self.loaded, self.config = loaded, config
+        hand = hand or AllegroHand()
+        self.joint_lower_rad, self.joint_upper_rad = hand.lower_limits_rad.cpu(), hand.upper_limits_rad.cpu()
         self.device = next(loaded.model.parameters()).device
         trained = loaded.metadata.get("diffusion")  # our checkpoints record their schedule; public ones use the default
         self.schedule = DiffusionSchedule(DiffusionConfig(**trained) if trained else DiffusionConfig(), self.device)
@@ -135,9 +143,5 @@ class DiffusionSampler:
                                        on_step=lambda i, n: step((i + 1) / n))
         if self.loaded.grasp_mean is not None:
             x0 = x0 * self.loaded.grasp_std + self.loaded.grasp_mean
-        x0 = x0.double().cpu()
-        d = x0[:, 25:].reshape(-1, 4, 3)
-        x0[:, 25:] = (d / d.norm(dim=-1, keepdim=True).clamp_min(1e-9)).reshape(-1, 12)
-        grasps = Grasp.from_vector(x0, "Oy")
-        finite = torch.isfinite(x0).all(1)
-        return _in_object_frame(grasps[finite], obj)
+        grasps = Grasp.from_public_vector(x0.double().cpu(), self.joint_lower_rad, self.joint_upper_rad, "Oy")
+        return _in_object_frame(grasps[grasps.finite()], obj)

@@ -74,3 +74,20 @@ def cancel_after_feedback(node: Node, handle, feedback_seen: list, feedback_time
         raise ActionCallError(f"no feedback within {feedback_timeout_s} s, nothing cancelled")
     rclpy.spin_until_future_complete(node, handle.cancel_goal_async(), timeout_sec=10)
     return wait_for_result(node, handle, result_timeout_s)
+
+
+def wait_for_message(node: Node, msg_type: Any, topic: str, timeout_s: float = 20.0, latched: bool = False):
+    """The first message on `topic` within timeout_s (spinning `node`), or None; latched: subscribe with transient local
+    durability, so the last message a latched publisher sent before arrives too."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+
+    qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL) if latched else 10
+    received: list = []
+    sub = node.create_subscription(msg_type, topic, received.append, qos)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not received and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+    finally:
+        node.destroy_subscription(sub)
+    return received[-1] if received else None

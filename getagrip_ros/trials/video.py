@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -202,15 +203,24 @@ def write_trial_video(bag_path: str | Path, out_path: str | Path | None = None, 
 
 
 def _caption(rgb: np.ndarray, text: str) -> np.ndarray:
+    """The frame with `text` in white on black at its top left."""
+    band = _caption_band(text, max(12, rgb.shape[0] // 30))
+    h, w = min(band.shape[0], rgb.shape[0] - 4), min(band.shape[1], rgb.shape[1] - 4)
+    out = rgb.copy()
+    out[4 : 4 + h, 4 : 4 + w] = band[:h, :w]
+    return out
+
+
+@lru_cache(maxsize=256)
+def _caption_band(text: str, size_px: int) -> np.ndarray:
+    """`text` drawn once per distinct caption (most frames repeat the one before)."""
     from PIL import Image, ImageDraw, ImageFont
 
-    image = Image.fromarray(rgb)
-    draw = ImageDraw.Draw(image)
-    font = ImageFont.load_default(size=max(12, rgb.shape[0] // 30))
-    box = draw.textbbox((8, 6), text, font=font)
-    draw.rectangle((box[0] - 4, box[1] - 3, box[2] + 4, box[3] + 3), fill=(0, 0, 0))
-    draw.text((8, 6), text, fill=(255, 255, 255), font=font)
-    return np.asarray(image)
+    font = ImageFont.load_default(size=size_px)
+    left, top, right, bottom = ImageDraw.Draw(Image.new("RGB", (1, 1))).textbbox((0, 0), text, font=font)
+    band = Image.new("RGB", (right + 8, bottom + 6), (0, 0, 0))
+    ImageDraw.Draw(band).text((4, 3), text, fill=(255, 255, 255), font=font)
+    return np.asarray(band)
 
 
 def _write_sheet(frames: list[np.ndarray], path: Path, columns: int = 4, scale: int = 2) -> Path:

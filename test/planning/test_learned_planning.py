@@ -23,7 +23,7 @@ from getagrip_ros.perception.bps import encode_bps
 from getagrip_ros.perception.density import FingerGridConfig
 from getagrip_ros.planning.evaluators import NerfGraspEvaluator
 from getagrip_ros.planning.heuristic_sampler import sample_heuristic_grasps
-from getagrip_ros.planning.object_input import PlanningObject, T_frame_Oy_at, object_from_points
+from getagrip_ros.planning.object_input import PlanningObject, T_frame_Oy_at, bps_points, object_from_points
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
 from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
 from getagrip_ros.planning.samplers import load_grasp_set, save_grasp_set
@@ -103,6 +103,66 @@ def test_diffusion_sampler_with_a_bps_goal(planner):
     assert names.count("sampling") == 10 and names.count("refinement") == 3  # one report per DDIM step / iteration
     fractions = [f for _, f in stages]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
+
+
+def test_sampled_vectors_become_grasps_as_the_public_code_converts_them(models, hand):
+    """The public conversion of a sampler's vectors clamps the joints into the hand's limits and normalises the
+    closing directions (random weights: the raw vectors are far outside both)."""
+    from getagrip_ros.planning.samplers import DiffusionSampler, DiffusionSamplerConfig
+
+    sampler = DiffusionSampler(load_checkpoint(models["files"].bps_sampler), DiffusionSamplerConfig(num_steps=4), hand)
+    obj = object_from_points(POINTS, "world")
+    grasps = sampler.sample(obj, 64, torch.Generator().manual_seed(0), lambda fraction: None)
+    assert len(grasps) == 64
+    q = grasps.joint_angles_rad.to(hand.dtype)
+    assert bool(hand.within_limits(q).all())
+    at_limit = (q == hand.lower_limits_rad) | (q == hand.upper_limits_rad)
+    assert at_limit.any()  # some raw joints were outside and got clamped
+    torch.testing.assert_close(grasps.fingertip_directions.norm(dim=-1), torch.ones(64, 4, dtype=torch.float64))
+
+
+def test_the_public_sampler_setting_walks_all_1000_ddim_steps(models, hand):
+    """num_steps 1000 (the public sampler's) visits every timestep of the public sequence, one progress report each."""
+    from getagrip_ros.models.diffusion import ddim_timesteps
+    from getagrip_ros.planning.samplers import DiffusionSampler, DiffusionSamplerConfig
+
+    sampler = DiffusionSampler(load_checkpoint(models["files"].bps_sampler), DiffusionSamplerConfig(num_steps=1000), hand)
+    assert len(ddim_timesteps(1000)) == 1000
+    steps = []
+    grasps = sampler.sample(object_from_points(POINTS, "world"), 4, torch.Generator().manual_seed(0), steps.append)
+    assert len(grasps) == 4 and len(steps) == 1000 and steps[-1] == 1.0
+    assert bool(hand.within_limits(grasps.joint_angles_rad.to(hand.dtype)).all())
+
+
+def test_the_public_3000_point_crop_changes_only_the_bps(models, hand):
+    """bps_max_points: the BPS from a fixed random subset of the cloud (as the public code's first 3000 of a randomly
+    ordered cloud); the centroid, and so the object frame, from every point."""
+    cloud = box_surface_points(n=5000)
+    full, crop = object_from_points(cloud, "world"), object_from_points(cloud, "world", 3000)
+    again = object_from_points(cloud, "world", 3000)
+    torch.testing.assert_close(crop.T_frame_Oy, full.T_frame_Oy)
+    np.testing.assert_array_equal(crop.bps_m, again.bps_m)  # the same subset every time
+    assert not np.array_equal(crop.bps_m, full.bps_m) and (np.asarray(crop.bps_m) >= np.asarray(full.bps_m) - 1e-7).all()
+    subset = encode_bps(bps_points(cloud, 3000), np.array([*cloud.mean(0)[:2], 0.0])).distances_m
+    np.testing.assert_allclose(crop.bps_m, subset)
+    assert len(bps_points(cloud, 3000)) == 3000 and bps_points(cloud, 0) is cloud and bps_points(cloud, 9000) is cloud
+    planner = GraspPlanner(GraspPlannerConfig(num_samples=50, models=models["files"], bps_max_points=3000), hand)
+    result = planner.plan(PlanRequest(points_m=cloud, num_grasps=5, sampler="fixed", evaluator="bps",
+                                      refinement_iterations=0))
+    assert result.success, result.reason
+
+
+def test_from_public_vector_clamps_joints_and_normalises_directions(hand):
+    v = torch.zeros(3, 37, dtype=torch.float64)
+    v[:, 3], v[:, 7] = 1.0, 1.0  # rot6d of the identity
+    v[0, 9:25], v[1, 9:25], v[2, 9:25] = -5.0, 5.0, 0.5
+    v[:, 25:37] = torch.tensor([0.0, 0.0, 2.0] * 4)
+    v[2, 25:28] = 0.0  # a zero direction: NaN, as the public code divides by its norm
+    g = Grasp.from_public_vector(v, hand.lower_limits_rad, hand.upper_limits_rad, "Oy")
+    torch.testing.assert_close(g.joint_angles_rad[0], hand.lower_limits_rad.double())
+    torch.testing.assert_close(g.joint_angles_rad[1], hand.upper_limits_rad.double())
+    torch.testing.assert_close(g.fingertip_directions[0], torch.tensor([[0.0, 0.0, 1.0]] * 4, dtype=torch.float64))
+    assert g.finite().tolist() == [True, True, False]
 
 
 def test_fixed_sets_in_both_formats_are_placed_at_the_object(tmp_path, hand):

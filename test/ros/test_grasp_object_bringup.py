@@ -15,7 +15,7 @@ from rclpy.action import ActionClient
 
 from getagrip_interfaces.action import GraspObject
 from getagrip_interfaces.msg import Status
-from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
+from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal, wait_for_message
 from getagrip_ros.ros.processes import NodeProcess
 from getagrip_ros.ros.stage_messages import human_demo_to_msg
 from getagrip_ros.trials.bag import read_bag
@@ -106,18 +106,12 @@ def test_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclpy_nod
         assert bag.topic(topic), topic
     assert len(bag.topic("/joint_states")[0].msg.name) == 23  # arm + hand, from the robot node's topic
 
-    from rclpy.qos import DurabilityPolicy, QoSProfile
     from visualization_msgs.msg import Marker, MarkerArray
 
-    received = []
-    sub = rclpy_node.create_subscription(MarkerArray, "trial_markers", received.append,
-                                         QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-    try:
-        spin_until(rclpy_node, lambda: received, 20)
-    finally:
-        rclpy_node.destroy_subscription(sub)
-    texts = [m.text for m in received[-1].markers if m.type == Marker.TEXT_VIEW_FACING]
-    assert texts == ["cube_1: LIFTED"] and any(m.ns == "executed_grasp" for m in received[-1].markers)
+    markers = wait_for_message(rclpy_node, MarkerArray, "trial_markers", latched=True)
+    assert markers is not None, "nothing on trial_markers"
+    texts = [m.text for m in markers.markers if m.type == Marker.TEXT_VIEW_FACING]
+    assert texts == ["cube_1: LIFTED"] and any(m.ns == "executed_grasp" for m in markers.markers)
 
     # the palm's executed path (forward kinematics of the joint states recorded during execution): from where the arm
     # started to the grasp's palm pose, then straight up by the lift (stages.lift_m = 0.2 m)
@@ -125,15 +119,9 @@ def test_consecutive_goals_each_lift_the_cube_and_record_their_own_bag(rclpy_nod
 
     from getagrip_ros.grasp.grasp import Grasp
 
-    paths = []
-    sub = rclpy_node.create_subscription(Marker, "trial_path", paths.append,
-                                         QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-    try:
-        spin_until(rclpy_node, lambda: paths, 20)
-    finally:
-        rclpy_node.destroy_subscription(sub)
-    assert paths and paths[-1].type == Marker.LINE_STRIP and paths[-1].header.frame_id == "world"
-    path = np.array([[p.x, p.y, p.z] for p in paths[-1].points])
+    marker = wait_for_message(rclpy_node, Marker, "trial_path", latched=True)
+    assert marker is not None and marker.type == Marker.LINE_STRIP and marker.header.frame_id == "world"
+    path = np.array([[p.x, p.y, p.z] for p in marker.points])
     palm = Grasp.from_vector(torch.tensor(executed[-1])[None], "world").T_frame_palm[0, :3, 3].double().numpy()
     assert len(path) > 20 and np.linalg.norm(path[0] - palm) > 0.1, path
     np.testing.assert_allclose(path[-1], palm + [0.0, 0.0, 0.2], atol=0.03)

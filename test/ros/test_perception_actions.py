@@ -12,14 +12,13 @@ import pytest
 import rclpy
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
-from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import PointCloud2
 
 from getagrip_interfaces.action import ExtractObject, TrainNerf
 from getagrip_interfaces.msg import Status
 from getagrip_ros.paths import config_path
 from getagrip_ros.perception.nerf_dataset import read_nerf_dataset
-from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal
+from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goal, wait_for_message
 from getagrip_ros.ros.conversions import point_cloud2_to_numpy
 from getagrip_ros.ros.processes import NodeProcess
 
@@ -177,17 +176,9 @@ def test_depth_extraction_gives_cloud_bps_mesh_and_a_latched_cloud(rclpy_node, e
     assert [f.stage for f in feedback] == ["fusion", "point_cloud", "bps", "mesh", "done"]
     assert [f.progress for f in feedback] == sorted(f.progress for f in feedback) and feedback[-1].progress == 1.0
     # a subscriber that comes after the result still gets the cloud (latched)
-    latched = []
-    qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    sub = rclpy_node.create_subscription(PointCloud2, "object_cloud", latched.append, qos)
-    try:
-        deadline = time.monotonic() + 10
-        while not latched and time.monotonic() < deadline:
-            rclpy.spin_once(rclpy_node, timeout_sec=0.05)
-    finally:
-        rclpy_node.destroy_subscription(sub)
-    assert latched, "no latched object_cloud"
-    assert np.allclose(point_cloud2_to_numpy(latched[-1]), cloud)
+    latched = wait_for_message(rclpy_node, PointCloud2, "object_cloud", timeout_s=10, latched=True)
+    assert latched is not None, "no latched object_cloud"
+    assert np.allclose(point_cloud2_to_numpy(latched), cloud)
 
 
 def _crafted_config(folder) -> str:

@@ -160,19 +160,13 @@ def test_every_rviz_topic_is_published_by_the_sim_stack_with_its_type_and_qos(rc
 def test_the_robot_node_names_the_arm_joints_first_as_the_layout_plots_them(rclpy_node, sim_stack):
     """The Foxglove layout plots /joint_states.position[0..6] as fr3_joint1..7: the order the robot node publishes
     (the trial bag records its messages as they come)."""
-    import rclpy
     from sensor_msgs.msg import JointState
 
-    received = []
-    sub = rclpy_node.create_subscription(JointState, "/joint_states", received.append, 10)
-    try:
-        deadline = time.monotonic() + 60
-        while not received and time.monotonic() < deadline:
-            rclpy.spin_once(rclpy_node, timeout_sec=0.2)
-    finally:
-        rclpy_node.destroy_subscription(sub)
-    assert received
-    names = list(received[-1].name)
+    from getagrip_ros.ros.client import wait_for_message
+
+    state = wait_for_message(rclpy_node, JointState, "/joint_states", timeout_s=60)
+    assert state is not None
+    names = list(state.name)
     assert names[:7] == list(ARM_JOINT_NAMES) and sorted(names[7:]) == sorted(HAND_JOINT_NAMES)
     (plot,) = [c for k, c in json.loads(LAYOUT.read_text())["configById"].items()
                if k.startswith("Plot!") and c["paths"][0]["value"].startswith("/joint_states")]
