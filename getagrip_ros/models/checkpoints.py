@@ -3,8 +3,8 @@ Get a Grip layouts. Everything is read with ``torch.load(weights_only=True)``.
 
 Our file is a dict ``{"format", "version", "kind", "config", "state_dict", "bps_basis", "grasp_mean",
 "grasp_std", "training_state", "metadata"}`` of tensors and plain values. Public layouts recognised:
-the BPS evaluator's bare state_dict, the BPS sampler's list ``[state_dict, optimizer, epoch, step, (ema)]``
-(raw weights, as the public code loads them) and the NeRF evaluator's ``{"nerf_evaluator_model": ...}``, also named
+the BPS evaluator's bare state_dict, the BPS and NeRF samplers' list ``[state_dict, optimizer, epoch, step, (ema)]``
+(raw weights, as the public code loads them; the NeRF sampler's has the CNN's ``conv.*`` keys besides) and the NeRF evaluator's ``{"nerf_evaluator_model": ...}``, also named
 by the public run's ``config.yaml`` (read as plain data with its finger grid: `models.public_config`).
 Sizes of public checkpoints are read off the weight shapes.
 """
@@ -27,6 +27,7 @@ from getagrip_ros.models.bps_evaluator import BpsEvaluator, BpsEvaluatorConfig
 from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
 from getagrip_ros.models.geometry_evaluator import GeometryEvaluator, GeometryEvaluatorConfig
 from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfig
+from getagrip_ros.models.nerf_sampler import NerfSampler, NerfSamplerConfig
 
 FORMAT = "getagrip_ros.checkpoint"
 VERSION = 1
@@ -35,6 +36,7 @@ MODELS: dict[str, tuple[type, type]] = {
     "bps_sampler": (BpsSampler, BpsSamplerConfig),
     "nerf_evaluator": (NerfEvaluator, NerfEvaluatorConfig),
     "geometry_evaluator": (GeometryEvaluator, GeometryEvaluatorConfig),
+    "nerf_sampler": (NerfSampler, NerfSamplerConfig),
 }
 MODEL_KINDS = tuple(MODELS)
 
@@ -120,6 +122,16 @@ def save_checkpoint(path: str | Path, kind: str, model: nn.Module, config, *, bp
 
 def _public_layout(data: Any) -> tuple[str, dict, Any]:
     """(kind, state_dict, config) of a public checkpoint, sizes read off the weights."""
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], dict) and "ca_fc_key.weight" in data[0] \
+            and any(k.startswith("conv.") for k in data[0]):  # the NeRF sampler: the BPS sampler's keys plus a CNN
+        sd = data[0]
+        d = sd["sa_fc_query.weight"].shape[0]
+        convs = sorted((int(k.split(".")[1]), v.shape[0]) for k, v in sd.items()
+                       if k.startswith("conv.") and k.endswith(".weight"))
+        config = NerfSamplerConfig(conv_channels=tuple(c for _, c in convs), grasp_dim=sd["fc_out.weight"].shape[0],
+                                   d_model=d, num_tokens=sd["ca_fc_key.weight"].shape[0] // d,
+                                   block_neurons=sd["resblock.fc1.weight"].shape[0])
+        return "nerf_sampler", sd, config
     if isinstance(data, (list, tuple)) and data and isinstance(data[0], dict) and "ca_fc_key.weight" in data[0]:
         sd = data[0]
         d = sd["sa_fc_query.weight"].shape[0]
@@ -150,7 +162,7 @@ def _public_layout(data: Any) -> tuple[str, dict, Any]:
                                      mlp_hidden=tuple(c for _, c in mlp[:-1]), use_global=use_global)
         return "nerf_evaluator", sd, config
     raise CheckpointError("not a getagrip_ros checkpoint and not a known public Get a Grip layout "
-                          "(BPS evaluator state_dict, BPS sampler [state_dict, ...] list, NeRF evaluator dict)")
+                          "(BPS evaluator state_dict, BPS or NeRF sampler [state_dict, ...] list, NeRF evaluator dict)")
 
 
 def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.device | str = "cpu") -> LoadedModel:

@@ -30,7 +30,7 @@ class NerfEvaluatorConfig:
     dropout: float = 0.1
 
 
-def _cnn(channels: tuple[int, ...], dropout: float) -> nn.Sequential:
+def cnn_encoder(channels: tuple[int, ...], dropout: float) -> nn.Sequential:
     """[Conv3d 3x3x3 'same' -> ReLU -> MaxPool 2 -> Dropout3d] per entry of channels."""
     layers: list[nn.Module] = []
     c_in = GRID_CHANNELS
@@ -43,10 +43,10 @@ def _cnn(channels: tuple[int, ...], dropout: float) -> nn.Sequential:
 class _Network(nn.Module):
     def __init__(self, config: NerfEvaluatorConfig) -> None:
         super().__init__()
-        self.conv = _cnn(config.conv_channels, config.dropout)
+        self.conv = cnn_encoder(config.conv_channels, config.dropout)
         width = config.num_fingers * config.conv_channels[-1]
         if config.use_global:
-            self.global_conv = _cnn(config.global_conv_channels, config.dropout)
+            self.global_conv = cnn_encoder(config.global_conv_channels, config.dropout)
             width += config.global_conv_channels[-1]
         layers: list[nn.Module] = []
         for hidden in config.mlp_hidden:

@@ -394,6 +394,10 @@ class GlobalGridConfig:
         return self.size_m / self.resolution
 
 
+PUBLIC_GLOBAL_GRID = GlobalGridConfig(resolution=30, size_m=0.3)
+"""The public code's global grid (its NeRF evaluator and NeRF sampler; ours store their own)."""
+
+
 class GlobalGrid(NamedTuple):
     """NeRF opacity on the global grid; unpacks as (alpha, points_world_m)."""
 

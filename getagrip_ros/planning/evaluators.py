@@ -21,16 +21,14 @@ from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.models.checkpoints import LoadedModel
 from getagrip_ros.models.geometry_evaluator import HandObjectFeatures
 from getagrip_ros.perception.bps import public_basis_points_By
-from getagrip_ros.perception.density import FingerGridConfig, GlobalGridConfig, finger_density_grids, global_density_grid
-from getagrip_ros.planning.object_input import PlanningObject
+from getagrip_ros.perception.density import PUBLIC_GLOBAL_GRID, FingerGridConfig, GlobalGridConfig, finger_density_grids
+from getagrip_ros.planning.object_input import PlanningObject, nerf_global_grid
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StatusCode
 
 ScoreFn = Callable[[Grasp], torch.Tensor]
 """Grasps in the object's frame -> (B, 3) float32 CPU predictions [y_pick, y_coll, y_PGS]."""
 
-#: Global grid of the public NeRF evaluator checkpoints (30^3 over 0.3 m); our checkpoints store theirs.
-PUBLIC_GLOBAL_GRID = GlobalGridConfig(resolution=30, size_m=0.3)
 
 
 def _grasps_in_Oy(grasps: Grasp, obj: PlanningObject) -> Grasp:
@@ -129,12 +127,9 @@ class NerfGraspEvaluator:
             return points @ T_Oy_frame[:3, :3].T + T_Oy_frame[:3, 3]
 
         model = self.loaded.model
-        global_input = None
-        if model.config.use_global:  # a cube around the Oy origin (the centroid), as in training
-            # indexed along Oy's axes, as the training grids (getagrip_ros.training.datasets.global_grid_inputs)
-            glob = global_density_grid(obj.density_fn, obj.T_frame_Oy[:3, 3].float(), self.global_grid,
-                                       R_world_grid=obj.T_frame_Oy[:3, :3].numpy())
-            global_input = torch.cat([glob.alpha[None], in_Oy(glob.points_world_m).permute(3, 0, 1, 2)])[None].to(self.device)
+        # a cube around the Oy origin (the centroid), indexed along Oy's axes as the training grids
+        # (getagrip_ros.training.datasets.global_grid_inputs)
+        global_input = nerf_global_grid(obj, self.global_grid)[None].to(self.device) if model.config.use_global else None
 
         @torch.no_grad()
         def evaluate(grasps: Grasp) -> torch.Tensor:

@@ -19,6 +19,7 @@ from getagrip_ros.perception.bps import encode_bps
 from getagrip_ros.status import StageError, StatusCode
 
 if TYPE_CHECKING:
+    from getagrip_ros.perception.density import GlobalGridConfig
     import trimesh
 
 
@@ -40,6 +41,21 @@ class PlanningObject:
     @property
     def centroid_m(self) -> np.ndarray:
         return self.T_frame_Oy[:3, 3].numpy()
+
+
+def nerf_global_grid(obj: PlanningObject, config: "GlobalGridConfig") -> torch.Tensor:
+    """(4, R, R, R) float32: the NeRF's opacity on a cube around the Oy origin (the centroid), indexed along Oy's axes,
+    with the points' Oy coordinates as channels 1-3 (the NeRF evaluator's and the NeRF sampler's global input)."""
+    from getagrip_ros.grasp.frames import invert_transform
+    from getagrip_ros.perception.density import global_density_grid
+
+    if obj.density_fn is None:
+        raise StageError(StatusCode.INVALID_GOAL, "a NeRF global grid needs a NeRF object source")
+    T_Oy_frame = invert_transform(obj.T_frame_Oy).float()
+    glob = global_density_grid(obj.density_fn, obj.T_frame_Oy[:3, 3].float(), config,
+                               R_world_grid=obj.T_frame_Oy[:3, :3].numpy())
+    coords = glob.points_world_m @ T_Oy_frame[:3, :3].T + T_Oy_frame[:3, 3]
+    return torch.cat([glob.alpha[None], coords.permute(3, 0, 1, 2)]).float()
 
 
 def T_frame_Oy_at(centroid_m: np.ndarray) -> torch.Tensor:

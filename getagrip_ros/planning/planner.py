@@ -40,12 +40,12 @@ from getagrip_ros.planning.object_input import (PlanningObject, object_from_bps,
                                                 object_from_points)
 from getagrip_ros.planning.refinement import TrustRegionConfig, refine_grasps
 from getagrip_ros.planning.samplers import (DiffusionSampler, DiffusionSamplerConfig, FixedSampler, HeuristicSampler,
-                                            load_grasp_set)
+                                            load_grasp_set, nerf_condition)
 from getagrip_ros.planning.simulation_evaluator import SimulationEvaluatorConfig, SimulationGraspEvaluator
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StageTimer, StatusCode
 
-SAMPLERS = ("heuristic", "fixed", "diffusion", "graspd", "human_demo")
+SAMPLERS = ("heuristic", "fixed", "diffusion", "graspd", "human_demo", "nerf_diffusion")
 """Grasp samplers by name."""
 POINT_SAMPLERS = ("heuristic", "graspd", "human_demo")
 """Samplers that need the object's points (a BPS-only goal is refused)."""
@@ -75,6 +75,8 @@ class ModelFiles:
     """Fixed grasp set: our .npz or the public .npy grasp-config dict."""
     geometry_evaluator: str = SHIPPED
     """Hand-object geometry evaluator checkpoint."""
+    nerf_sampler: str = ""
+    """NeRF-conditioned diffusion sampler checkpoint (the public nerf_sampler_model; none ships)."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,8 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
     if request.human_demo is not None and request.human_demo.frame_id != request.frame_id:
         raise StageError(StatusCode.INVALID_GOAL, f"the human demonstration is in frame {request.human_demo.frame_id!r}, "
                          f"the object in {request.frame_id!r}: transform it first")
+    if request.sampler == "nerf_diffusion" and request.nerf_config_path is None:
+        raise StageError(StatusCode.INVALID_GOAL, "the nerf_diffusion sampler needs a NeRF object source (nerf_config_path)")
     if request.evaluator == "nerf" and request.nerf_config_path is None:
         raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source (nerf_config_path)")
     if request.evaluator == "sim" and request.bps is not None:
@@ -331,7 +335,8 @@ class GraspPlanner:
                 return True
 
         models = [(f"sampler {name}", setting, self._sampler, name)
-                  for name, setting in (("diffusion", "bps_sampler"), ("fixed", "fixed_grasps"))]
+                  for name, setting in (("diffusion", "bps_sampler"), ("fixed", "fixed_grasps"),
+                                        ("nerf_diffusion", "nerf_sampler"))]
         models += [(f"evaluator {name}", setting, self._evaluator, name)
                    for name, setting in (("bps", "bps_evaluator"), ("nerf", "nerf_evaluator"),
                                          ("geometry", "geometry_evaluator"))]
@@ -363,6 +368,9 @@ class GraspPlanner:
                 keep = (lambda R: cable_filter_rotation_mask(R, starts)) if cfg.apply_cable_filter else None
                 self._graspd = GraspdSampler(cfg.graspd, keep)
             return self._graspd
+        if name == "nerf_diffusion":
+            return DiffusionSampler(self._model("nerf_sampler", "NeRF diffusion sampler"), cfg.diffusion, self.hand,
+                                    nerf_condition)
         return DiffusionSampler(self._model("bps_sampler", "diffusion sampler"), cfg.diffusion, self.hand)
 
     def _evaluator(self, name: str):

@@ -17,7 +17,7 @@ from getagrip_ros.grasp.grasp import GRASP_DIM, Grasp
 from getagrip_ros.models.checkpoints import LoadedModel
 from getagrip_ros.models.diffusion import DiffusionConfig, DiffusionSchedule, ddim_timesteps
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig, sample_heuristic_grasps
-from getagrip_ros.planning.object_input import PlanningObject
+from getagrip_ros.planning.object_input import PlanningObject, nerf_global_grid
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.safe_files import load_npy_arrays
 from getagrip_ros.status import StageError, StatusCode
@@ -121,13 +121,29 @@ class DiffusionSamplerConfig:
     """0 = deterministic DDIM given the initial noise."""
 
 
+def bps_condition(obj: PlanningObject) -> torch.Tensor:
+    """The BPS sampler's conditioning: the object's BPS."""
+    return torch.as_tensor(obj.bps_m, dtype=torch.float32)
+
+
+def nerf_condition(obj: PlanningObject) -> torch.Tensor:
+    """The NeRF sampler's conditioning: the public global grid (30^3 over 0.3 m) of the object's NeRF."""
+    from getagrip_ros.perception.density import PUBLIC_GLOBAL_GRID
+
+    if obj.density_fn is None:
+        raise StageError(StatusCode.INVALID_GOAL, "the nerf_diffusion sampler needs a NeRF object source")
+    return nerf_global_grid(obj, PUBLIC_GLOBAL_GRID)
+
+
 class DiffusionSampler:
-    """DDIM sampling of the BPS-conditioned diffusion model; its vectors become grasps as the public code converts them
-    (joints clamped into the hand's limits, closing directions normalised: `Grasp.from_public_vector`)."""
+    """DDIM sampling of a diffusion model conditioned on the object (`condition`: its BPS, or its NeRF's global grid
+    for the NeRF sampler); its vectors become grasps as the public code converts them (joints clamped into the hand's
+    limits, closing directions normalised: `Grasp.from_public_vector`)."""
 
     def __init__(self, loaded: LoadedModel, config: DiffusionSamplerConfig = DiffusionSamplerConfig(),
-                 hand: AllegroHand | None = None) -> None:
-        self.loaded, self.config = loaded, config
+                 hand: AllegroHand | None = None,
+                 condition: Callable[[PlanningObject], torch.Tensor] = bps_condition) -> None:
+        self.loaded, self.config, self.condition = loaded, config, condition
         hand = hand or AllegroHand()
         self.joint_lower_rad, self.joint_upper_rad = hand.lower_limits_rad.cpu(), hand.upper_limits_rad.cpu()
         self.device = next(loaded.model.parameters()).device
@@ -136,7 +152,7 @@ class DiffusionSampler:
 
     def sample(self, obj: PlanningObject, num: int, generator: torch.Generator, step: StepFn) -> Grasp:
         model = self.loaded.model
-        eps_fn = model.conditioned(torch.as_tensor(obj.bps_m, dtype=torch.float32, device=self.device))
+        eps_fn = model.conditioned(self.condition(obj).to(self.device))
         x_T = torch.randn(num, GRASP_DIM, generator=generator).to(self.device)
         timesteps = ddim_timesteps(self.config.num_steps, self.schedule.config.num_timesteps, self.config.skip_type)
         x0 = self.schedule.ddim_sample(eps_fn, x_T, timesteps, self.config.eta, generator,
