@@ -3,9 +3,10 @@ Get a Grip layouts. Everything is read with ``torch.load(weights_only=True)``.
 
 Our file is a dict ``{"format", "version", "kind", "config", "state_dict", "bps_basis", "grasp_mean",
 "grasp_std", "training_state", "metadata"}`` of tensors and plain values. Public layouts recognised:
-the BPS evaluator's bare state_dict, the BPS and NeRF samplers' list ``[state_dict, optimizer, epoch, step, (ema)]``
-(raw weights, as the public code loads them; the NeRF sampler's has the CNN's ``conv.*`` keys besides) and the NeRF evaluator's ``{"nerf_evaluator_model": ...}``, also named
-by the public run's ``config.yaml`` (read as plain data with its finger grid: `models.public_config`).
+the BPS evaluator's bare state_dict, the BPS and NeRF samplers' list ``[state_dict, optimizer, epoch, step,
+(ema)]`` (raw weights, as the public code loads them; the NeRF sampler's has the CNN's ``conv.*`` keys besides) and
+the NeRF evaluator's ``{"nerf_evaluator_model": ...}``, also named by the public run's ``config.yaml`` (read as plain
+data with its finger grid: `models.public_config`).
 Sizes of public checkpoints are read off the weight shapes.
 """
 
