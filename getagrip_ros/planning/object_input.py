@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import torch
 
-from getagrip_ros.grasp.frames import T_zup_yup
+from getagrip_ros.grasp.frames import T_zup_yup, invert_transform
 from getagrip_ros.perception.bps import encode_bps
 from getagrip_ros.status import StageError, StatusCode
 
 if TYPE_CHECKING:
-    from getagrip_ros.perception.density import GlobalGridConfig
     import trimesh
+
+    from getagrip_ros.perception.density import GlobalGridConfig
 
 
 @dataclass
@@ -46,7 +47,6 @@ class PlanningObject:
 def nerf_global_grid(obj: PlanningObject, config: "GlobalGridConfig") -> torch.Tensor:
     """(4, R, R, R) float32: the NeRF's opacity on a cube around the Oy origin (the centroid), indexed along Oy's axes,
     with the points' Oy coordinates as channels 1-3 (the NeRF evaluator's and the NeRF sampler's global input)."""
-    from getagrip_ros.grasp.frames import invert_transform
     from getagrip_ros.perception.density import global_density_grid
 
     if obj.density_fn is None:

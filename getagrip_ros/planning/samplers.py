@@ -16,6 +16,7 @@ import torch
 from getagrip_ros.grasp.grasp import GRASP_DIM, Grasp
 from getagrip_ros.models.checkpoints import LoadedModel
 from getagrip_ros.models.diffusion import DiffusionConfig, DiffusionSchedule, ddim_timesteps
+from getagrip_ros.perception.density import PUBLIC_GLOBAL_GRID
 from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig, sample_heuristic_grasps
 from getagrip_ros.planning.object_input import PlanningObject, nerf_global_grid
 from getagrip_ros.robot.allegro import AllegroHand
@@ -128,10 +129,6 @@ def bps_condition(obj: PlanningObject) -> torch.Tensor:
 
 def nerf_condition(obj: PlanningObject) -> torch.Tensor:
     """The NeRF sampler's conditioning: the public global grid (30^3 over 0.3 m) of the object's NeRF."""
-    from getagrip_ros.perception.density import PUBLIC_GLOBAL_GRID
-
-    if obj.density_fn is None:
-        raise StageError(StatusCode.INVALID_GOAL, "the nerf_diffusion sampler needs a NeRF object source")
     return nerf_global_grid(obj, PUBLIC_GLOBAL_GRID)
 
 

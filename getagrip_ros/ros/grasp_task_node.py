@@ -332,13 +332,11 @@ class GraspTaskNode(StackNode):
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
     def _executed_path(self, bag_path: str) -> Marker:
-        """The palm's path (forward kinematics) through the joint states the trial's bag recorded after the executed
-        plan (/motion/lift, written just before execution starts); none (no execution): a deletion."""
+        """The palm's path (forward kinematics) through the joint states the trial's bag recorded during the execution
+        stage (the capture's come before); none (no execution): a deletion."""
         try:
-            messages = read_bag(bag_path, {"/motion/lift", "/joint_states"}).messages
-            start = next((i for i, m in enumerate(messages) if m.topic == "/motion/lift"), len(messages))
-            points = palm_path_m([(m.msg.name, m.msg.position) for m in messages[start:] if m.topic == "/joint_states"],
-                                 self.kinematics)
+            states = read_bag(bag_path, {"/trial/events", "/joint_states"}).stage_messages("/joint_states", "execution")
+            points = palm_path_m([(m.msg.name, m.msg.position) for m in states], self.kinematics)
         except Exception as err:  # noqa: BLE001 - a path that cannot be drawn does not fail the goal
             self.get_logger().warning(f"no executed path for RViz: {type(err).__name__}: {err}")
             points = np.zeros((0, 3))

@@ -513,6 +513,25 @@ class TrialBag:
         found = self.json("/trial/outcome")
         return found[-1] if found else None
 
+    def stage_window(self, stage: str) -> tuple[int, int] | None:
+        """(start, end) ns of the last run of a task stage (`/trial/events`; end = the largest int64 while it never
+        ended), None when it never started. The robot stamps its states in the same clock, so the states of a stage
+        are those stamped within its window (capture's and execution's: the trial's trace)."""
+        events = self.json("/trial/events")
+        starts = [e["time_ns"] for e in events if e.get("event") == "stage_start" and e.get("stage") == stage]
+        if not starts:
+            return None
+        ends = [e["time_ns"] for e in events if e.get("event") == "stage_end" and e.get("stage") == stage
+                and e["time_ns"] >= starts[-1]]
+        return starts[-1], ends[-1] if ends else 2**63 - 1
+
+    def stage_messages(self, topic: str, stage: str) -> list[BagMessage]:
+        """The messages of `topic` stamped within the stage's window, in stamp order (none when it never started)."""
+        window = self.stage_window(stage)
+        if window is None:
+            return []
+        return sorted((m for m in self.topic(topic) if window[0] <= m.stamp_ns <= window[1]), key=lambda m: m.stamp_ns)
+
 
 def bag_file(bag_path: str | Path) -> Path:
     """The .mcap file of a bag directory (or the file itself)."""

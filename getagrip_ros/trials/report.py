@@ -56,10 +56,9 @@ def write_report(bag_path: str | Path | TrialBag, path: str | Path, max_grasps: 
                                     renderer=renderer))
             ax.set_title(title)
     ax = axes[1, 1]
-    events = bag.json("/trial/events")
-    states = execution_states(bag.topic("/sim/object_state"), events)
+    states = bag.stage_messages("/sim/object_state", "execution")  # the capture's come before
     if states:
-        _plot_lift(ax, states, events)
+        _plot_lift(ax, states, bag.json("/trial/events"))
     else:
         ax.axis("off")
         ax.set_title("no object trace (hardware trial, or execution not reached)")
@@ -81,13 +80,6 @@ def _commanded_close(bag: TrialBag) -> np.ndarray | None:
         return None
     q = dict(zip(close[-1].msg.joint_names, close[-1].msg.points[-1].positions))
     return np.array([q[n] for n in HAND_JOINT_NAMES]) if all(n in q for n in HAND_JOINT_NAMES) else None
-
-
-def execution_states(states: list, events: list[dict]) -> list:
-    """The states stamped from the start of the execution stage on (the capture's come before), in the order the
-    robot stamped them; none when the trial never reached execution."""
-    starts = [e["time_ns"] for e in events if e.get("event") == "stage_start" and e.get("stage") == "execution"]
-    return [] if not starts else sorted((s for s in states if s.stamp_ns >= starts[-1]), key=lambda m: m.stamp_ns)
 
 
 def _plot_lift(ax, states: list, events: list[dict]) -> None:

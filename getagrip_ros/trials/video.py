@@ -80,21 +80,16 @@ class TrialVideo:
 def trial_segments(bag: TrialBag, config: VideoConfig = VideoConfig()) -> list[Segment]:
     """The capture's and the execution's recorded states (a stage without states is left out)."""
     events = sorted(bag.json("/trial/events"), key=lambda e: e.get("time_ns", 0))
-    states = sorted(bag.topic("/joint_states"), key=lambda m: m.stamp_ns)
     objects = sorted(bag.topic("/sim/object_state"), key=lambda m: m.stamp_ns)
     object_stamps = np.array([m.stamp_ns for m in objects], dtype=np.int64)
     phases = [(e["time_ns"], str(e.get("phase", ""))) for e in events if e.get("event") == "phase"]
     out = []
     for stage in ("capture", "execution"):
         sample_s = sample_period_s(bag, stage)
-        start = [e["time_ns"] for e in events if e.get("event") == "stage_start" and e.get("stage") == stage]
-        end = [e["time_ns"] for e in events if e.get("event") == "stage_end" and e.get("stage") == stage]
-        if not start:
-            continue
-        t0, t1 = start[-1], end[-1] if end else np.iinfo(np.int64).max
-        inside = [m for m in states if t0 <= m.stamp_ns <= t1 and len(m.msg.name) == len(m.msg.position)]
+        inside = [m for m in bag.stage_messages("/joint_states", stage) if len(m.msg.name) == len(m.msg.position)]
         if not inside:
             continue
+        t0 = bag.stage_window(stage)[0]
         names = tuple(inside[0].msg.name)
         inside = [m for m in inside if tuple(m.msg.name) == names]
         span_s = (len(inside) - 1) * sample_s
