@@ -1,68 +1,155 @@
-"""Grasp-labelling throughput: labelled trials per second on one core (torch and MuJoCo single-threaded).
+"""Grasp-labelling throughput: labelled trials per second, per core and per machine, against the previous labeller.
 
-Heuristic pinch grasps (fingertips backed off 1.5 cm) on one catalog object resting at x, y = 0.65, 0 m,
-each labelled with the paper's protocol (5 perturbed trials: teleport -> close -> lift 20 cm, 2.2 s
-simulated per trial, less when a lift leaves the object on the table) in the data engine's world.
-Prints the rate, the simulated-to-wall time ratio, the mean labels and the most
-common trial outcomes.
-Run: python benchmarks/bench_labels.py [--object tabletop20/cube] [--grasps 20]
+The data engine's own pre-grasps (``--generator``, on each object's true mesh, the object resting at x, y = 0.65, 0 m
+in the floating-hand world) are labelled with the paper's protocol (5 perturbed trials: teleport -> close -> lift
+20 cm, 2.2 s simulated per trial, less when a lift leaves the object on the table) three ways, object by object
+in one run, on the same grasps and the same wrist noise:
+
+- previous: the labeller as it was before 2026-12-03, rebuilt here as the reference: a world stepped by a loop that
+  converts and writes the wrist pose at every step, MuJoCo's automatic (dense) constraint Jacobian, one thread;
+- now, 1 thread: the data engine's labeller (:func:`getagrip_ros.data.labels.label_grasps` in its world: 4 ms steps,
+  sparse Jacobian);
+- now, N threads: the same on ``--threads`` replicas of the world (the simulation evaluator's setting).
+
+``--timestep-s`` runs the new labellers with another step, to see what a coarser one would cost in agreement.
+
+MuJoCo and torch run on one thread each. Prints trials per second, the ratios to the previous labeller (per core:
+divided by the threads), and the agreement of every label with the previous labeller's: per trial (y_coll,
+y_pick, y_PGS = y_coll * y_pick) and per grasp (the smooth labels, means of the 5 trials).
+
+    python benchmarks/bench_labels.py [--objects cube,red_mug] [--grasps 16] [--threads 2] [--out labels.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import re
+import dataclasses
+import json
+import math
+import os
 import time
+import types
+from pathlib import Path
 
+import mujoco
 import numpy as np
 import torch
-import trimesh
 
-from getagrip_ros.data.generate import GenerationConfig
-from getagrip_ros.data.labels import LabelConfig, label_grasps
-from getagrip_ros.grasp.grasp import Grasp
+from getagrip_ros.data.generate import GenerationConfig, object_seed, pregrasps_on_mesh
+from getagrip_ros.data.labels import GraspLabel, label_grasps
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.mesh_object import prepare_object
-from getagrip_ros.planning.heuristic_sampler import HeuristicSamplerConfig, sample_heuristic_grasps
-from getagrip_ros.robot.allegro import AllegroHand, move_fingertips
-from getagrip_ros.sim.world import ObjectPlacement, SimWorld
+from getagrip_ros.robot.allegro import AllegroHand
+from getagrip_ros.robot.interfaces import MotionResult
+from getagrip_ros.sim.world import SimWorld
 
-PREGRASP_GAP_M = 0.015
+OBJECTS = "cube,red_mug,goblet,spray_bottle,milk_carton,dragon,bunny,mallet"
+LABELS = ("y_coll", "y_pick", "y_pgs")
+
+
+def previous_follow(self: SimWorld, trajectory, should_stop=None, settle_s: float = 0.0, wrist_path=None) -> MotionResult:
+    """The reference: SimWorld.follow as it was, writing the wrist pose through set_wrist_pose at every step."""
+    acts = np.array([self._act[n] for n in trajectory.joint_names])
+    qadr = np.array([self._qadr[n] for n in trajectory.joint_names])
+    dt = self.model.opt.timestep
+    n_steps = max(1, int(math.ceil((trajectory.duration_s + settle_s) / dt)))
+    t_grid = np.arange(1, n_steps + 1) * dt
+    targets = np.stack([np.interp(t_grid, trajectory.times_s, trajectory.positions_rad[:, j]) for j in range(len(acts))], 1)
+    velocity = np.gradient(targets, dt, axis=0) if n_steps > 1 else np.zeros_like(targets)
+    commands = targets + velocity * (self.model.actuator_biasprm[acts, 2] / self.model.actuator_biasprm[acts, 1])
+    max_err = np.zeros(len(acts))
+    for k in range(n_steps):
+        if should_stop is not None and k % max(1, int(round(0.01 / dt))) == 0 and should_stop():
+            self.data.ctrl[acts] = self.data.qpos[qadr]
+            err = np.abs(targets[k] - self.data.qpos[qadr])
+            return MotionResult(False, "stopped on request", k * dt, err, np.maximum(max_err, err))
+        self.data.ctrl[acts] = commands[k]
+        if wrist_path is not None:
+            self.set_wrist_pose(wrist_path(t_grid[k]))
+        mujoco.mj_step(self.model, self.data)
+        max_err = np.maximum(max_err, np.abs(targets[k] - self.data.qpos[qadr]))
+    final = np.abs(targets[-1] - self.data.qpos[qadr])
+    return MotionResult(True, "reached the end of the trajectory", n_steps * dt, final, max_err)
+
+
+def timed_labels(world: SimWorld, grasps, hand, config: GenerationConfig, seed: int, threads: int):
+    started = time.perf_counter()
+    labels = label_grasps(world, grasps, hand, config.labels, torch.Generator().manual_seed(seed), threads=threads)
+    return labels, time.perf_counter() - started
+
+
+def agreement(reference: list[GraspLabel], other: list[GraspLabel]) -> dict[str, dict[str, float]]:
+    """Per label: the share of trials with the same outcome, and of grasps with the same smooth label, and the mean
+    |difference| of the smooth labels."""
+    out = {}
+    for y in LABELS:
+        trial = [(a.y_coll * a.y_pick if y == "y_pgs" else getattr(a, y)) == (b.y_coll * b.y_pick if y == "y_pgs" else getattr(b, y))
+                 for la, lb in zip(reference, other) for a, b in zip(la.trials, lb.trials, strict=True)]
+        ya, yb = np.array([getattr(label, y) for label in reference]), np.array([getattr(label, y) for label in other])
+        out[y] = {"trials_same": float(np.mean(trial)), "grasps_same": float(np.mean(ya == yb)),
+                  "grasp_mean_abs_diff": float(np.mean(np.abs(ya - yb)))}
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--object", default="tabletop20/cube")
-    parser.add_argument("--grasps", type=int, default=20)
+    parser.add_argument("--objects", default=OBJECTS, help="tabletop-20 object names, comma-separated")
+    parser.add_argument("--grasps", type=int, default=16, help="pre-grasps per object")
+    parser.add_argument("--generator", choices=("energy", "graspd"), default="energy")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--timestep-s", type=float, help="another step for the new labellers (the data engine's: 0.004)")
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
-
-    obj = prepare_object(object_by_name(args.object))
-    placement = ObjectPlacement(xy_m=(0.65, 0.0))
-    points_world_m = trimesh.sample.sample_surface(obj.mesh, 2000, seed=0)[0] + np.array([*placement.xy_m, 0.0])
+    config = dataclasses.replace(GenerationConfig(), grasps_per_object=args.grasps, generator=args.generator)
+    previous_scene = dataclasses.replace(config.scene, jacobian="auto")
+    if args.timestep_s:
+        config = dataclasses.replace(config, scene=dataclasses.replace(config.scene, timestep_s=args.timestep_s))
     hand = AllegroHand()
-    sampler = HeuristicSamplerConfig(min_elevation_deg=60.0)
-    grasps = sample_heuristic_grasps(points_world_m, 4 * args.grasps, hand, "world", sampler, torch.Generator().manual_seed(0))
-    grasps = grasps[: args.grasps]
-    # the sampler puts the fingertip pads on the surface; labelled grasps start 1.5 cm off it (as the paper's)
-    directions_palm = grasps.fingertip_directions @ grasps.palm_rotation
-    q_rad = move_fingertips(hand, grasps.joint_angles_rad, directions_palm, -PREGRASP_GAP_M).joint_angles_rad
-    grasps = Grasp(grasps.palm_position_m, grasps.palm_rotation, q_rad, grasps.fingertip_directions, "world")
-    config = LabelConfig()
-    simulated_s = sum((config.motion.close_s, config.motion.hold_closed_s, config.motion.lift_s, config.motion.hold_lifted_s))
-    with SimWorld(GenerationConfig().scene, obj, placement) as world:  # the data engine's world (4 ms steps)
-        start = time.perf_counter()
-        labels = label_grasps(world, grasps, hand, config, torch.Generator().manual_seed(0))
-        wall_s = time.perf_counter() - start
-    n_trials = len(grasps) * config.num_perturbations
-    outcomes = collections.Counter(re.sub(r"[\d.]+", "N", t.reason) for label in labels for t in label.trials)
-    print(f"{args.object}: {len(grasps)} grasps x {config.num_perturbations} trials in {wall_s:.1f} s on 1 core")
-    print(f"{n_trials / wall_s:.2f} labelled trials/s per core; {n_trials * simulated_s / wall_s:.1f} simulated s per wall s")
-    print("mean labels: " + ", ".join(f"{y} {np.mean([getattr(label, y) for label in labels]):.2f}"
-                                      for y in ("y_coll", "y_pick", "y_pgs")))
-    for reason, count in outcomes.most_common(6):
-        print(f"  {count:3d} x {reason}")
+    ways = ("previous", "now_1_thread", f"now_{args.threads}_threads")
+    wall = dict.fromkeys(ways, 0.0)
+    labels: dict[str, list[GraspLabel]] = {way: [] for way in ways}
+    rows = []
+    for name in args.objects.split(","):
+        prepared = prepare_object(object_by_name(f"tabletop20/{name}"), config.prepare)
+        surface_seed, sample_seed, label_seed = (int(s) for s in np.random.SeedSequence(
+            object_seed(prepared.name, config.seed)).generate_state(3, dtype=np.uint32))
+        with SimWorld(previous_scene, prepared, config.placement) as old, SimWorld(config.scene, prepared, config.placement) as new:
+            mesh = prepared.mesh.copy()
+            mesh.apply_transform(new.object_pose())
+            grasps, _ = pregrasps_on_mesh(prepared.name, mesh, config, hand, surface_seed, sample_seed)
+            old.follow = types.MethodType(previous_follow, old)
+            row = {"object": prepared.name, "grasps": len(grasps)}
+            for way, world, threads in zip(ways, (old, new, new), (1, 1, args.threads)):
+                got, seconds = timed_labels(world, grasps, hand, config, label_seed, threads)
+                labels[way] += got
+                wall[way] += seconds
+                row[f"{way}_s"] = round(seconds, 2)
+        rows.append(row)
+        print(f"{prepared.name:26s} {len(grasps):3d} grasps  " + "  ".join(f"{w} {row[f'{w}_s']:5.1f} s" for w in ways), flush=True)
+    n_trials = len(labels["previous"]) * config.labels.num_perturbations
+    rate = {way: n_trials / wall[way] for way in ways}
+    per_core = {way: rate[way] / (args.threads if way == ways[2] else 1) for way in ways}
+    summary = {"trials": n_trials, "trials_per_s": rate, "trials_per_s_per_core": per_core,
+               "ratio_to_previous": {way: rate[way] / rate["previous"] for way in ways},
+               "ratio_per_core_to_previous": {way: per_core[way] / per_core["previous"] for way in ways},
+               "agreement_with_previous": {way: agreement(labels["previous"], labels[way]) for way in ways[1:]},
+               "mean_labels": {way: {y: float(np.mean([getattr(label, y) for label in labels[way]])) for y in LABELS}
+                               for way in ways}}
+    print(f"\n{n_trials} trials ({len(labels['previous'])} grasps x {config.labels.num_perturbations}), "
+          f"{args.generator} pre-grasps, {os.cpu_count()} CPU cores")
+    for way in ways:
+        print(f"  {way:18s} {rate[way]:6.2f} trials/s  x{summary['ratio_to_previous'][way]:.2f}  "
+              f"per core {per_core[way]:6.2f}  x{summary['ratio_per_core_to_previous'][way]:.2f}")
+    print("agreement with the previous labeller: trials with the same outcome / grasps with the same label / mean |diff|")
+    for way in ways[1:]:
+        for y, a in summary["agreement_with_previous"][way].items():
+            print(f"  {way:18s} {y:7s} {100 * a['trials_same']:6.2f}%  {100 * a['grasps_same']:6.2f}%  "
+                  f"{a['grasp_mean_abs_diff']:.4f}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"summary": summary, "objects": rows, "settings": vars(args) | {"out": str(args.out)},
+                                        "date": time.strftime("%Y-%m-%d")}, indent=1))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ y_coll * y_pick. World frame (z up, table top z = 0), metres, radians.
 
 from __future__ import annotations
 
+import queue
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -159,15 +161,17 @@ def _run_trial(world: SimWorld, T_world_palm: np.ndarray, pregrasp_rad: np.ndarr
 
 def label_grasps(world: SimWorld, grasps: Grasp, hand: AllegroHand, config: LabelConfig = LabelConfig(),
                  generator: torch.Generator | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> list[GraspLabel]:
+                 progress: Callable[[int, int], None] | None = None, threads: int = 1) -> list[GraspLabel]:
     """Label every grasp of a world-frame batch in the floating-hand world holding the object.
 
     The closing joints come from the unperturbed grasp (the wrist noise moves the whole hand rigidly).
-    progress(done, total) is called after each grasp.
+    progress(done, total) is called after each grasp. threads > 1 runs the trials on that many replicas of the
+    world at once (MuJoCo steps without Python's lock); every trial starts from a reset world, so the labels are
+    the same for any number of threads.
 
     Raises:
         ValueError: grasps not in the world frame, malformed grasps (NaN, bad rotations, joints outside
-            their limits), or a world that is not the floating hand with an object.
+            their limits), a world that is not the floating hand with an object, or threads < 1.
     """
     if grasps.frame_id != "world":
         raise ValueError(f"grasps must be in the world frame (z up, table top z = 0), got frame '{grasps.frame_id}'")
@@ -175,19 +179,46 @@ def label_grasps(world: SimWorld, grasps: Grasp, hand: AllegroHand, config: Labe
         raise ValueError("grasp labels need the floating-hand world with an object")
     if config.num_perturbations < 1:
         raise ValueError(f"num_perturbations must be >= 1, got {config.num_perturbations}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
     grasps = validate_grasp(grasps.to("cpu", torch.float64), (hand.lower_limits_rad, hand.upper_limits_rad))
     directions_palm = grasps.fingertip_directions @ grasps.palm_rotation  # d_palm = R_world_palm^T d_world
     closed = move_fingertips(hand, grasps.joint_angles_rad, directions_palm, config.close_distance_m, config.ik)
     closed_rad = closed.joint_angles_rad.detach().cpu().double().numpy()
-    labels = []
-    for i in range(len(grasps)):
-        perturbed = perturb_grasps(Grasp.cat([grasps[i]] * config.num_perturbations), config.perturbation, generator)
-        pregrasp_rad = grasps.joint_angles_rad[i].numpy()
-        trials = tuple(_run_trial(world, T.numpy(), pregrasp_rad, closed_rad[i], config) for T in perturbed.T_frame_palm)
+    pregrasp_rad = grasps.joint_angles_rad.numpy()
+    n = config.num_perturbations
+    # the wrist noise is drawn grasp by grasp before any simulation, so it does not depend on the threads
+    palms = [perturb_grasps(Grasp.cat([grasps[i]] * n), config.perturbation, generator).T_frame_palm.numpy()
+             for i in range(len(grasps))]
+    jobs = [(i, T) for i in range(len(grasps)) for T in palms[i]]
+    labels: list[GraspLabel] = []
+
+    def finish(i: int, trials: tuple[LabelTrial, ...]) -> None:
         y_coll, y_pick = (float(np.mean([getattr(t, y) for t in trials])) for y in ("y_coll", "y_pick"))
         labels.append(GraspLabel(y_coll, y_pick, float(np.mean([t.y_coll * t.y_pick for t in trials])), trials))
         if progress is not None:
             progress(i + 1, len(grasps))
+
+    if threads == 1 or len(jobs) == 1:
+        for i in range(len(grasps)):
+            finish(i, tuple(_run_trial(world, T, pregrasp_rad[i], closed_rad[i], config) for T in palms[i]))
+        return labels
+    free = queue.SimpleQueue()
+    for replica in [world] + [world.replica() for _ in range(min(threads, len(jobs)) - 1)]:
+        free.put(replica)
+
+    def run(job: tuple[int, np.ndarray]) -> LabelTrial:
+        i, T = job
+        replica = free.get()
+        try:
+            return _run_trial(replica, T, pregrasp_rad[i], closed_rad[i], config)
+        finally:
+            free.put(replica)
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
+        results = pool.map(run, jobs)
+        for i in range(len(grasps)):
+            finish(i, tuple(next(results) for _ in range(n)))
     return labels
 
 

@@ -7,6 +7,7 @@ optical frames (z forward, x right, y down). Units: metres, radians, seconds, ne
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
@@ -105,6 +106,14 @@ class SimWorld:
         self._body_names = [m.body(i).name for i in range(m.nbody)]
         self._renderer: mujoco.Renderer | None = None
         self.reset()
+
+    def replica(self) -> "SimWorld":
+        """Another world of the same compiled model (shared, read only) with its own state, reset; for simulating
+        in parallel threads (one world per thread)."""
+        other = copy.copy(self)
+        other.data, other._renderer = mujoco.MjData(self.model), None
+        other.reset()
+        return other
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -224,11 +233,14 @@ class SimWorld:
             trajectory: joints of this robot (any subset), linearly interpolated.
             should_stop: polled every 10 ms; when it returns True the robot holds where it is.
             settle_s: extra time simulated after the last waypoint, holding the final targets.
-            wrist_path: floating hand only: t_s -> (4, 4) T_world_palm commanded alongside.
+            wrist_path: floating hand only: t_s -> (4, 4) T_world_palm commanded alongside (evaluated for every step
+                before the first one: it must not depend on the simulation's state).
         """
         unknown = [n for n in trajectory.joint_names if n not in self._act]
         if unknown:
             raise ValueError(f"trajectory names joints this world does not have: {unknown}")
+        if wrist_path is not None and self.config.robot != "floating_hand":
+            raise RuntimeError("a wrist path needs the floating-hand world")
         acts = np.array([self._act[n] for n in trajectory.joint_names])
         qadr = np.array([self._qadr[n] for n in trajectory.joint_names])
         dt = self.model.opt.timestep
@@ -241,20 +253,45 @@ class SimWorld:
         velocity = np.gradient(targets, dt, axis=0) if n_steps > 1 else np.zeros_like(targets)
         kd_over_kp = self.model.actuator_biasprm[acts, 2] / self.model.actuator_biasprm[acts, 1]
         commands = targets + velocity * kd_over_kp
-        max_err = np.zeros(len(acts))
+        wrist_m, wrist_quat = self._wrist_commands(wrist_path, t_grid) if wrist_path is not None else (None, None)
+        # the per-step loop is the labels' hot path: plain array writes, no lookups (same physics step by step)
+        model, data, step = self.model, self.data, mujoco.mj_step
+        ctrl, qpos = data.ctrl, data.qpos
+        mocap = self.model.body(WRIST_MOCAP).mocapid[0] if wrist_path is not None else -1
+        reached = np.empty_like(targets)
         check_every = max(1, int(round(_STOP_CHECK_S / dt)))
         for k in range(n_steps):
             if should_stop is not None and k % check_every == 0 and should_stop():
-                self.data.ctrl[acts] = self.data.qpos[qadr]
-                err = np.abs(targets[k] - self.data.qpos[qadr])
-                return MotionResult(False, "stopped on request", k * dt, err, np.maximum(max_err, err))
-            self.data.ctrl[acts] = commands[k]
-            if wrist_path is not None:
-                self.set_wrist_pose(wrist_path(t_grid[k]))
-            mujoco.mj_step(self.model, self.data)
-            max_err = np.maximum(max_err, np.abs(targets[k] - self.data.qpos[qadr]))
-        final = np.abs(targets[-1] - self.data.qpos[qadr])
-        return MotionResult(True, "reached the end of the trajectory", n_steps * dt, final, max_err)
+                ctrl[acts] = qpos[qadr]
+                err = np.abs(targets[k] - qpos[qadr])
+                return MotionResult(False, "stopped on request", k * dt, err, self._max_error(targets[:k], reached[:k], err))
+            ctrl[acts] = commands[k]
+            if mocap >= 0:
+                data.mocap_pos[mocap] = wrist_m[k]
+                data.mocap_quat[mocap] = wrist_quat[k if len(wrist_quat) > 1 else 0]
+            step(model, data)
+            reached[k] = qpos[qadr]
+        final = np.abs(targets[-1] - qpos[qadr])
+        return MotionResult(True, "reached the end of the trajectory", n_steps * dt, final,
+                            self._max_error(targets, reached, np.zeros(len(acts))))
+
+    @staticmethod
+    def _max_error(targets: np.ndarray, reached: np.ndarray, floor: np.ndarray) -> np.ndarray:
+        """Largest |target - reached| of each joint over the steps taken (at least floor)."""
+        return np.maximum(np.abs(targets - reached).max(axis=0), floor) if len(targets) else floor
+
+    @staticmethod
+    def _wrist_commands(wrist_path: Callable[[float], np.ndarray], t_grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The wrist mocap's (n, 3) positions and its (n, 4) (w, x, y, z) quaternions along the path, or (1, 4) when
+        the orientation never changes (the same numbers :meth:`set_wrist_pose` would write step by step)."""
+        poses = [np.asarray(wrist_path(t), dtype=float) for t in t_grid]
+        rotations = np.stack([T[:3, :3] for T in poses])
+        if np.array_equal(rotations, np.broadcast_to(rotations[0], rotations.shape)):
+            rotations = rotations[:1]
+        quats = np.zeros((len(rotations), 4))
+        for quat, R in zip(quats, rotations):
+            mujoco.mju_mat2Quat(quat, np.ascontiguousarray(R).reshape(-1))
+        return np.stack([T[:3, 3] for T in poses]), quats
 
     # -- camera ------------------------------------------------------------------------------
     def camera_pose(self) -> np.ndarray:

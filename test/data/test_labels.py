@@ -96,6 +96,35 @@ def test_far_grasp_and_grasp_in_the_table_labelled_deterministically(world, pinc
             assert (a.reason, a.object_lift_m, a.rotation_deg) == (b.reason, b.object_lift_m, b.rotation_deg)
 
 
+def test_threads_and_the_sparse_jacobian_give_the_same_labels(world, pinch, hand):
+    """Trials on replicas of the world in parallel threads are the serial trials, number for number; the data engine's
+    sparse constraint Jacobian keeps every outcome of these trials."""
+    grasps = Grasp.cat([pinch, shifted(pinch, (0.0, 0.0, 0.004)), shifted(pinch, (0.0, 0.20, 0.0)),
+                        shifted(pinch, (0.0, 0.20, -0.10))])
+    config = LabelConfig(num_perturbations=3)
+
+    def trials(w, threads):
+        calls = []
+        labels = label_grasps(w, grasps, hand, config, torch.Generator().manual_seed(5), lambda i, n: calls.append(i),
+                              threads=threads)
+        assert calls == [1, 2, 3, 4]
+        return [t for label in labels for t in label.trials]
+
+    serial, parallel = trials(world, 1), trials(world, 3)
+    assert len(serial) == 12 and sum(t.y_pick for t in serial) >= 3  # the pinches lift, the others do not
+    for a, b in zip(serial, parallel, strict=True):
+        assert np.array_equal(a.T_world_palm, b.T_world_palm)
+        assert (a.reason, a.object_lift_m, a.relative_motion_m, a.rotation_deg) == \
+            (b.reason, b.object_lift_m, b.relative_motion_m, b.rotation_deg)
+    with SimWorld(SceneConfig(robot="floating_hand", jacobian="sparse"), world.object) as sparse:
+        assert sparse.model.opt.jacobian == 1 and world.model.opt.jacobian == 2  # mjJAC_SPARSE, mjJAC_AUTO
+        for a, b in zip(serial, trials(sparse, 2), strict=True):
+            assert (a.y_coll, a.y_pick) == (b.y_coll, b.y_pick), (a.reason, b.reason)
+            assert b.object_lift_m == pytest.approx(a.object_lift_m, abs=0.005)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        label_grasps(world, pinch, hand, threads=0)
+
+
 def test_lift_leaving_the_object_on_the_table_stops_early_and_a_held_object_is_lifted_all_the_way(world, pinch):
     def lift(grasp: Grasp, give_up_after_m):
         T, q = grasp.T_frame_palm[0].numpy(), grasp.joint_angles_rad[0].numpy()

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from scipy.spatial.transform import Rotation
 
 from getagrip_ros.robot.arm import RobotKinematics
 from getagrip_ros.robot.description import ARM_JOINT_NAMES, FR3_Q_READY_RAD, HAND_JOINT_NAMES
@@ -79,6 +80,23 @@ def test_floating_hand_wrist_follows_commanded_pose():
         assert np.allclose(world.body_pose("palm_link"), T_up, atol=2e-3)
         with pytest.raises(ValueError, match="no such joints"):
             SimArm(world)
+        # a turning wrist (a quaternion per step), and a replica of the world that moves on its own
+        turned = T.copy()
+        turned[:3, :3] = T[:3, :3] @ Rotation.from_euler("x", 0.6).as_matrix()
+        replica = world.replica()
+        assert replica.model is world.model and replica.data is not world.data
+        replica.reset(T_world_palm=T)
+        still = world.body_pose("palm_link")
+
+        def turning(t: float) -> np.ndarray:
+            pose = T.copy()
+            pose[:3, :3] = T[:3, :3] @ Rotation.from_euler("x", 0.6 * min(t / 0.5, 1.0)).as_matrix()
+            return pose
+
+        replica.follow(JointTrajectory(HAND_JOINT_NAMES, [0.0], [replica.joint_state(HAND_JOINT_NAMES).positions_rad]),
+                       settle_s=1.0, wrist_path=turning)
+        assert np.allclose(replica.body_pose("palm_link"), turned, atol=3e-3)
+        assert np.array_equal(world.body_pose("palm_link"), still)
 
 
 def test_actuators_use_the_published_gains_and_torque_limits(world):
