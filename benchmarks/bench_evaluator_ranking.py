@@ -5,7 +5,8 @@ that limit it. For each object the candidates are made on the object's observed 
 (cable filter included), by the samplers of ``--candidates`` (``kind:count``, comma-separated):
 
 - ``fixed``: the fixed set placed on the cloud, a seeded random subset of ``count`` (``fixed`` alone: all of it);
-- ``diffusion``, ``heuristic``, ``graspd``: the planner's sampler with no evaluator (graspd: its physics-score order).
+- ``diffusion``, ``heuristic``, ``graspd``: the planner's sampler with no evaluator (graspd: its physics-score order;
+  ``graspd`` alone: 32).
 
 Every candidate is executed ``--executions`` times with the label noise in the floating-hand world (``--threads``
 replicas); the labelled pools are cached per object in ``--pool-dir`` (resumable): the Oy grasps, which sampler made
@@ -66,6 +67,8 @@ from getagrip_ros.sim.world import ObjectPlacement, SimWorld
 
 TOP_K = 5
 SAMPLER_KINDS = ("fixed", "diffusion", "heuristic", "graspd")
+DEFAULT_COUNTS = {"fixed": None, "graspd": 32}
+"""Candidates of a kind given without a count: the whole fixed set, graspd's 32 (the planner's default)."""
 Y_COLL = LABEL_NAMES.index("y_coll")
 EVIDENCE_FILE = Path(__file__).resolve().parents[1] / "docs" / "data" / "evidence_variants.json"
 
@@ -270,9 +273,9 @@ def parse_candidates(spec: str) -> list[tuple[str, int | None]]:
         kind, _, count = part.partition(":")
         if kind not in SAMPLER_KINDS:
             raise SystemExit(f"--candidates: unknown sampler {kind!r} (one of {', '.join(SAMPLER_KINDS)})")
-        if not count and kind != "fixed":
+        if not count and kind in ("diffusion", "heuristic"):
             raise SystemExit(f"--candidates: give a count for {kind} ({kind}:N)")
-        out.append((kind, int(count) if count else None))
+        out.append((kind, int(count) if count else DEFAULT_COUNTS[kind]))
     return out
 
 
