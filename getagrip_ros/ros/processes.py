@@ -43,10 +43,12 @@ class NodeProcess:
         return self
 
     def wait_for_output(self, text: str, timeout_s: float = 30.0) -> bool:
-        """Wait until the process has printed `text`; False on timeout or if it exited first."""
+        """Wait until the process has printed `text` in a whole line (its newline written too, so a line is never read
+        half-written: unbuffered prints reach the log one piece at a time); False on timeout or if it exited first."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if text in self.output():
+            output = self.output()
+            if text in output[: output.rfind("\n") + 1]:
                 return True
             if self.process is not None and self.process.poll() is not None:
                 return text in self.output()
