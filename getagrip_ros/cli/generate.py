@@ -7,6 +7,8 @@
     getagrip-generate --objects procedural:train,pybullet-random:train --grasps-per-object 96 --shuffle \
         --workers 2 --out runs/data_v1 --merge data_v1.h5      # the dataset of the shipped models
     getagrip-generate --objects procedural,pybullet-random --ray auto --out runs/data   # on a Ray cluster
+    getagrip-generate --out runs/data --pack data/my_pack     # a compact, versioned copy of the run (a run folder too)
+    getagrip-generate --out data/training_v1 --merge data.h5 --generated-only   # the kept pack -> training dataset
     getagrip-generate --out runs/data_v1 --mine --limit 300 --workers 2   # label the shipped planner's proposals
     getagrip-generate --out runs/data_v1 --nerf-subset nerf.h5 --nerf-count 4   # NeRF grids of 4 objects' grasps
 
@@ -43,6 +45,7 @@ from getagrip_ros.data.generate import (
     merge_shards,
     write_fixed_grasp_set,
 )
+from getagrip_ros.data.pack import PACK_FILE, pack_run, verify_pack
 from getagrip_ros.data.mining import MiningConfig, MiningSummary, mine_dataset
 from getagrip_ros.data.stats import dataset_stats, plot_label_histograms
 from getagrip_ros.objects.catalog import SETS, list_objects, user_object
@@ -151,6 +154,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --merge: also store every object's BPS at this many headings about the vertical "
                              "(for getagrip-train bps-evaluator --turn-objects)")
     parser.add_argument("--histograms", type=Path, metavar="OUT.png", help="with --merge: draw the label histograms")
+    parser.add_argument("--pack", type=Path, metavar="DIR",
+                        help="then write the run's compact, versioned copy (a run folder that --out accepts) into DIR")
     parser.add_argument("--fixed-grasps", type=Path, metavar="OUT.npz",
                         help="write the fixed sampler's set: the best grasp with y_PGS >= 0.9 of every object")
     parser.add_argument("--mine", action="store_true", help="label the planner's proposals on the generated objects")
@@ -170,12 +175,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _pack(args: argparse.Namespace, argv: list[str]) -> None:
+    """Pack the run; the manifest records this command without --pack when it named the objects (it rebuilds the run)."""
+    command = ""
+    if args.objects is not None:
+        i = argv.index("--pack") if "--pack" in argv else None
+        kept = argv[:i] + argv[i + 2:] if i is not None else [a for a in argv if not a.startswith("--pack=")]
+        command = " ".join(["getagrip-generate", *kept])
+    manifest = pack_run(args.out, args.pack, command)
+    size_mb = sum(p.stat().st_size for p in args.pack.rglob("*") if p.is_file()) / 1e6
+    print(f"packed {manifest['num_objects']} objects, {manifest['counts']['grasps']} grasps into {args.pack} "
+          f"({size_mb:.1f} MB)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if (args.objects is None and args.merge is None and args.fixed_grasps is None and not args.mine
-            and args.nerf_subset is None):
-        print("error: give --objects to generate, --mine, --merge to merge, --fixed-grasps and/or --nerf-subset",
-              file=sys.stderr)
+            and args.nerf_subset is None and args.pack is None):
+        print("error: give --objects to generate, --mine, --merge to merge, --pack, --fixed-grasps and/or "
+              "--nerf-subset", file=sys.stderr)
         return 2
     if (args.histograms is not None or args.headings != 1) and args.merge is None:
         print("error: --histograms and --headings need --merge", file=sys.stderr)
@@ -219,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
                 mined = mine_dataset(args.out, mining, args.workers, args.limit, on_mined)
             _report_mining(mined)
             failed = failed or bool(mined.failed)
+        if args.pack is not None:
+            _pack(args, sys.argv[1:] if argv is None else argv)
+        if (args.out / PACK_FILE).is_file():
+            print(f"{args.out}: training pack version {verify_pack(args.out)['version']}, every shard as listed")
         if args.merge is not None:
             path = merge_shards(args.out, args.merge, include_mined=not args.generated_only, headings=args.headings)
             print(f"wrote {path}")

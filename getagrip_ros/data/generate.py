@@ -172,7 +172,12 @@ class ObjectShard:
 
 
 def load_shard(path: str | Path) -> ObjectShard:
+    """A run's shard, or a training pack's compact one (:mod:`getagrip_ros.data.pack`), as the run wrote it."""
     with np.load(path) as f:
+        if "cloud_Oy_m" in f.files:
+            from getagrip_ros.data.pack import read_compact_shard
+
+            return ObjectShard(**read_compact_shard(f))
         values = {k: f[k] for k in f.files}
     values["object_name"] = str(values["object_name"])
     for key in ("settings", "timings_s", "counts"):
@@ -579,8 +584,8 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = 
     keys = ("object_name", "grasps_Oy", "y_pick", "y_coll", "y_PGS", "bps_m", "T_world_Oy", "T_world_object")
     rows = []
     for path in (run_dir / SHARDS_DIR).rglob("*.npz"):
-        with np.load(path) as f:
-            rows.append({k: f[k] for k in (*keys, "cloud_world_m")} | {"path": path})
+        shard = load_shard(path)
+        rows.append({k: getattr(shard, k) for k in (*keys, "cloud_world_m")} | {"path": path})
     if not rows:
         raise ValueError(f"{run_dir}: no shards to merge (in {run_dir / SHARDS_DIR})")
     by_name = {str(r["object_name"]): r for r in rows}
@@ -599,7 +604,7 @@ def merge_shards(run_dir: str | Path, out_h5: str | Path, include_mined: bool = 
     turned = None
     if headings > 1:
         yaw_rad = 2 * np.pi * np.arange(headings) / headings
-        turned = np.stack([encode_bps_turned(load_shard(r["path"]).cloud_world_m, yaw_rad) for r in rows])
+        turned = np.stack([encode_bps_turned(r["cloud_world_m"], yaw_rad) for r in rows])
     states = []
     for r in rows:
         T_Oy_object = np.linalg.inv(r["T_world_Oy"]) @ r["T_world_object"]

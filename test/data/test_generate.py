@@ -208,6 +208,46 @@ def test_merge_with_headings_stores_every_objects_bps_turned_about_the_vertical(
     assert main(["--out", str(run_dir), "--headings", "2"]) == 2
 
 
+def test_a_pack_is_a_smaller_run_that_merges_to_the_same_dataset(run, tmp_path, capsys):
+    """The compact copy keeps grasps, labels and poses exactly, the cloud and the BPS to float16 (sub-millimetre), is
+    read by load_shard and the merge like the run, and is checked against its manifest."""
+    from getagrip_ros.data.pack import PACK_FILE, pack_run, verify_pack
+
+    run_dir, _, _, _ = run
+    manifest = pack_run(run_dir, tmp_path / "pack", "getagrip-generate --objects x")
+    assert manifest["num_objects"] == len(OBJECTS) and manifest["rebuild_command"] == "getagrip-generate --objects x"
+    assert verify_pack(tmp_path / "pack") == manifest and (tmp_path / "pack" / "config.json").is_file()
+    size = {d: sum(p.stat().st_size for p in (d / "shards").rglob("*.npz")) for d in (run_dir, tmp_path / "pack")}
+    assert size[tmp_path / "pack"] < 0.5 * size[run_dir], size
+    for name in OBJECTS:
+        original, packed = load_shard(shard_path(run_dir, name)), load_shard(shard_path(tmp_path / "pack", name))
+        assert packed.object_name == name and packed.settings == original.settings and packed.counts == original.counts
+        for key in ("grasps_Oy", "y_pick", "y_coll", "y_PGS", "augmented_from", "T_world_Oy", "T_world_object"):
+            np.testing.assert_array_equal(getattr(packed, key), getattr(original, key))
+        assert packed.cloud_world_m.dtype == np.float32 and packed.bps_m.dtype == np.float32
+        np.testing.assert_allclose(packed.cloud_world_m, original.cloud_world_m, atol=2e-4)
+        np.testing.assert_allclose(packed.bps_m, original.bps_m, atol=3e-4)
+    from_run, from_pack = (read_bps_dataset(merge_shards(d, tmp_path / f"{d.name}.h5")) for d in (run_dir, tmp_path / "pack"))
+    np.testing.assert_array_equal(from_pack.grasps, from_run.grasps)
+    np.testing.assert_array_equal(from_pack.labels, from_run.labels)
+    np.testing.assert_allclose(from_pack.object_points_Oy_m, from_run.object_points_Oy_m, atol=2e-4)
+    # the CLI packs, then verifies a pack before reading it; a changed or stray shard is named
+    assert main(["--out", str(run_dir), "--pack", str(tmp_path / "cli_pack")]) == 0
+    assert f"packed {len(OBJECTS)} objects" in capsys.readouterr().out
+    assert main(["--out", str(tmp_path / "cli_pack"), "--merge", str(tmp_path / "cli.h5"), "--quiet"]) == 0
+    assert "training pack version 1, every shard as listed" in capsys.readouterr().out
+    shard_path(tmp_path / "cli_pack", OBJECTS[0]).write_bytes(b"changed")
+    shard_path(tmp_path / "cli_pack", "procedural/stray").write_bytes(b"")
+    with pytest.raises(ValueError, match=f"procedural/stray: not in the manifest; {OBJECTS[0]}: SHA-256 differs"):
+        verify_pack(tmp_path / "cli_pack")
+    assert main(["--out", str(tmp_path / "cli_pack"), "--merge", str(tmp_path / "bad.h5")]) == 2
+    with pytest.raises(ValueError, match="no pack.json"):
+        verify_pack(run_dir)
+    with pytest.raises(ValueError, match="another folder"):
+        pack_run(run_dir, run_dir)
+    assert json.loads((tmp_path / "pack" / PACK_FILE).read_text())["version"] == 1
+
+
 def test_cli_resolves_objects_merges_and_reports(run, tmp_path, capsys):
     run_dir, _, _, _ = run
     objects = resolve_objects("tabletop-20:test, procedural/box_0000,meshes/bunny.obj")
