@@ -342,7 +342,7 @@ def main() -> None:
         """(n, 3) predicted [y_pick, y_coll, y_PGS] of the pool's candidates."""
         if loaded.kind == "bps_evaluator":
             return loaded.model.conditioned(torch.from_numpy(pool["bps_m"]))(torch.from_numpy(pool["grasps_Oy"])).numpy()
-        features = HandObjectFeatures(hand, pool["cloud_Oy_m"], float(pool["table_y_m"]), loaded.config.max_distance_m)
+        features = HandObjectFeatures(hand, pool["cloud_Oy_m"], float(pool["table_y_m"]), loaded.config)
         return loaded.model(features(Grasp.from_vector(pool["grasps_Oy"], "Oy"))).numpy()
 
     cache: dict[tuple[str, int], np.ndarray] = {}

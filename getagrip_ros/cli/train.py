@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from getagrip_ros.models.checkpoints import CheckpointError, export_checkpoint
+from getagrip_ros.models.geometry_evaluator import FEATURE_SETS, feature_count
 from getagrip_ros.training.trainers import (
     BpsEvaluatorTrainConfig,
     BpsSamplerTrainConfig,
@@ -59,8 +60,9 @@ def _config(args: argparse.Namespace):
                                               "dropout": "dropout"})
         return dataclasses.replace(config, model=model, turn_objects=args.turn_objects)
     if args.command == "geometry-evaluator":
-        return dataclasses.replace(config, model=_replace(config.model, args, {"hidden_widths": "hidden_widths",
-                                                                             "dropout": "dropout"}))
+        model = _replace(config.model, args, {"hidden_widths": "hidden_widths", "dropout": "dropout",
+                                              "feature_set": "feature_set"})
+        return dataclasses.replace(config, model=dataclasses.replace(model, num_features=feature_count(model.feature_set)))
     if args.command == "bps-sampler":
         model = _replace(config.model, args, {k: k for k in ("d_model", "num_tokens", "num_heads", "block_neurons")})
         diffusion = _replace(config.diffusion, args, {"num_timesteps": "num_timesteps"})
@@ -113,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="hand-object geometry evaluator (needs the object clouds: a dataset from getagrip-generate --merge)")
     ge.add_argument("--hidden-widths", type=_ints, help="MLP widths, e.g. 512,512")
     ge.add_argument("--dropout", type=float)
+    ge.add_argument("--feature-set", choices=FEATURE_SETS, help="hand-object features (default: skeleton)")
     ex = sub.add_parser("export", help="copy a checkpoint's model without its training state (to ship or share)")
     ex.add_argument("checkpoint", type=Path, help="a training checkpoint (best.pt, last.pt) or a public one")
     ex.add_argument("out", type=Path, help="the exported checkpoint")

@@ -70,7 +70,7 @@ class GeometryGraspEvaluator:
         T_Oy_frame = invert_transform(obj.T_frame_Oy).numpy()
         cloud_Oy = np.asarray(obj.points_m, dtype=np.float64) @ T_Oy_frame[:3, :3].T + T_Oy_frame[:3, 3]
         table_y = float(T_Oy_frame[1, 3])  # the frame's origin (on the table plane z = 0) has y = table height in Oy
-        features = HandObjectFeatures(self.hand, cloud_Oy, table_y, self.loaded.config.max_distance_m)
+        features = HandObjectFeatures(self.hand, cloud_Oy, table_y, self.loaded.config)
         model = self.loaded.model
 
         @torch.no_grad()

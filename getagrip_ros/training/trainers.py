@@ -237,8 +237,7 @@ def geometry_features(data: BpsGraspDataset, config: GeometryEvaluatorConfig = G
     for obj in tqdm(range(len(data.object_codes)), desc="features", unit="object", disable=None if progress else True):
         rows = order[bounds[obj]: bounds[obj + 1]]
         if len(rows):
-            features = HandObjectFeatures(hand, data.object_cloud_Oy_m(obj), float(data.table_y_m[obj]),
-                                          config.max_distance_m)
+            features = HandObjectFeatures(hand, data.object_cloud_Oy_m(obj), float(data.table_y_m[obj]), config)
             out[rows] = features(Grasp.from_vector(data.grasps[rows], "Oy")).numpy()
     return out
 

@@ -17,9 +17,12 @@ from getagrip_ros.models.geometry_evaluator import (
     NUM_FEATURES,
     NUM_HAND_POINTS,
     PALM_POINTS_PALM_M,
+    SURFACE_CLIP_M,
+    SURFACE_FEATURES_PER_LINK,
     GeometryEvaluator,
     GeometryEvaluatorConfig,
     HandObjectFeatures,
+    feature_count,
 )
 from getagrip_ros.objects.primitives import box_surface_points
 from getagrip_ros.perception.bps import public_basis_points_By
@@ -75,7 +78,7 @@ def test_features_measure_distances_directions_and_counts_against_the_cloud(hand
     tips = hand.skeleton_positions(g.joint_angles_rad.float())[0, :, 4].double()
     tips_Oy = (tips @ g.palm_rotation[0].T + g.palm_position_m[0]).numpy()
     cloud = np.concatenate([np.repeat(palm_centre_Oy[None], 10, axis=0), tips_Oy + 0.02 * g.fingertip_directions[0].numpy()])
-    f = HandObjectFeatures(hand, cloud, -0.2, max_distance_m=0.2)(g)[0]
+    f = HandObjectFeatures(hand, cloud, -0.2, GeometryEvaluatorConfig(max_distance_m=0.2))(g)[0]
     assert f[PALM_CENTRE] == pytest.approx(0.0, abs=1e-6)  # a cloud point on the palm centre
     assert f[NUM_HAND_POINTS + PALM_CENTRE] == pytest.approx(palm_centre_Oy[1] + 0.2, abs=1e-5)  # height above the table
     torch.testing.assert_close(f[COSINES], torch.ones(4))  # every closing direction points at the nearest point
@@ -84,11 +87,46 @@ def test_features_measure_distances_directions_and_counts_against_the_cloud(hand
     assert counts[len(COUNT_CENTRES_PALM_M)] >= counts[0]  # the 6 cm ball around the palm centre holds at least as many
     flipped = dataclasses.replace(g, fingertip_directions=-g.fingertip_directions)
     torch.testing.assert_close(HandObjectFeatures(hand, cloud, -0.2)(flipped)[0, COSINES], -torch.ones(4))
-    far = HandObjectFeatures(hand, cloud + 5.0, -0.2, max_distance_m=0.1)(g)[0]
+    far = HandObjectFeatures(hand, cloud + 5.0, -0.2, GeometryEvaluatorConfig(max_distance_m=0.1))(g)[0]
     torch.testing.assert_close(far[:NUM_HAND_POINTS], torch.full((NUM_HAND_POINTS,), 0.1))  # clipped
     for bad in (np.zeros((0, 3)), np.full((5, 3), np.nan), np.zeros((5, 2))):
         with pytest.raises(ValueError, match="cloud"):
             HandObjectFeatures(hand, bad, 0.0)
+
+
+SURFACE = GeometryEvaluatorConfig(feature_set="surface", num_features=feature_count("surface"))
+
+
+def _per_link(features: torch.Tensor) -> torch.Tensor:
+    """(B, L, 6) surface features per link: distance, signed distance, contact, alignment, height, inside."""
+    return features[:, NUM_FEATURES:].reshape(len(features), -1, SURFACE_FEATURES_PER_LINK)
+
+
+def test_surface_features_move_with_hand_and_object_and_see_the_object_inside_the_hand(hand, grasps_Oy):
+    """The surface set keeps the skeleton features, is invariant to moving both together over the table, and tells a
+    palm sunk into a box (negative signed distance, cloud points in its spheres) from a palm in free space."""
+    cloud = np.random.default_rng(0).normal(size=(500, 3)) * [0.03, 0.05, 0.03]
+    before = HandObjectFeatures(hand, cloud, -0.06, SURFACE)(grasps_Oy)
+    assert before.shape == (len(grasps_Oy), 56 + 21 * SURFACE_FEATURES_PER_LINK) and torch.isfinite(before).all()
+    torch.testing.assert_close(before[:, :NUM_FEATURES], HandObjectFeatures(hand, cloud, -0.06)(grasps_Oy))
+    R, t = _yaw_Oy(0.7), np.array([0.05, 0.02, -0.03])
+    T = torch.eye(4, dtype=torch.float64)
+    T[:3, :3], T[:3, 3] = torch.from_numpy(R), torch.from_numpy(t)
+    moved = HandObjectFeatures(hand, cloud @ R.T + t, -0.06 + t[1], SURFACE)(grasps_Oy.transformed(T, "Oy"))
+    torch.testing.assert_close(moved, before, atol=2e-4, rtol=1e-3)
+    g = grasps_Oy[:1].to(dtype=torch.float64)
+    palm_centre_Oy = (g.palm_rotation[0] @ torch.tensor(PALM_POINTS_PALM_M[0], dtype=torch.float64) + g.palm_position_m[0]).numpy()
+    box = box_surface_points((0.05, 0.05, 0.05), (0.0, 0.0), n=3000)
+    box = box - box.mean(axis=0) + palm_centre_Oy  # a 5 cm box around the palm centre
+    sunk = _per_link(HandObjectFeatures(hand, box, -0.3, SURFACE)(g))[0, 0]  # the palm link
+    free = _per_link(HandObjectFeatures(hand, box + [0.0, 0.5, 0.0], -0.3, SURFACE)(g))[0, 0]
+    assert sunk[1] < -0.005 and sunk[5] > np.log1p(10) and sunk[2] > 0.1, sunk
+    assert free[1] == pytest.approx(SURFACE_CLIP_M) and free[5] == 0 and free[2] == 0 and free[3] == 0, free
+    assert sunk[4] == pytest.approx(free[4])  # the palm's lowest height does not depend on the object
+    with pytest.raises(ValueError, match="unknown feature set"):
+        HandObjectFeatures(hand, cloud, -0.06, GeometryEvaluatorConfig(feature_set="fingers"))
+    with pytest.raises(ValueError, match="has 182 features, the config says 56"):
+        GeometryEvaluator(GeometryEvaluatorConfig(feature_set="surface"))
 
 
 def test_model_standardises_its_features_and_its_checkpoint_reloads(tmp_path):
@@ -147,7 +185,7 @@ def test_dataset_clouds_round_trip_and_bad_ones_are_refused(tmp_path, hand):
                           y_pick=np.zeros(1), y_coll=np.zeros(1), y_PGS=np.zeros(1), object_clouds_Oy_m=[np.zeros((2, 3))])
 
 
-def test_geometry_evaluator_learns_a_geometric_rule_and_the_cli_trains_and_refuses(tmp_path, hand, capsys):
+def test_geometry_evaluator_learns_a_geometric_rule_and_the_cli_trains_and_refuses(tmp_path, hand, tiny_models, capsys):
     path = _sphere_dataset(tmp_path / "spheres.h5", hand)
     config = GeometryEvaluatorTrainConfig(loop=dataclasses.replace(GeometryEvaluatorTrainConfig().loop, epochs=30,
                                                                    batch_size=128, val_fraction=0.25))
@@ -165,6 +203,13 @@ def test_geometry_evaluator_learns_a_geometric_rule_and_the_cli_trains_and_refus
     assert train_main(["geometry-evaluator", "--dataset", str(path), "--output-dir", str(tmp_path / "cli"),
                        "--epochs", "1", "--hidden-widths", "16", "--quiet"]) == 0
     assert load_checkpoint(tmp_path / "cli" / "best.pt", "geometry_evaluator").config.hidden_widths == (16,)
+    assert train_main(["geometry-evaluator", "--dataset", str(path), "--output-dir", str(tmp_path / "surface"),
+                       "--epochs", "1", "--hidden-widths", "16", "--feature-set", "surface", "--quiet"]) == 0
+    surface = load_checkpoint(tmp_path / "surface" / "best.pt", "geometry_evaluator")
+    assert (surface.config.feature_set, surface.config.num_features) == ("surface", feature_count("surface"))
+    obj = object_from_points(box_surface_points(), "world")  # the planner's evaluator computes the same set
+    scores = GeometryGraspEvaluator(surface, hand).prepare(obj)(load_grasp_set(tiny_models.fixed_grasps)[:3])
+    assert scores.shape == (3, 3) and torch.isfinite(scores).all()
     capsys.readouterr()
     no_clouds = _sphere_dataset(tmp_path / "no_clouds.h5", hand, 4, 10, with_clouds=False)
     assert train_main(["geometry-evaluator", "--dataset", str(no_clouds), "--output-dir", str(tmp_path / "x"),
