@@ -51,9 +51,16 @@ POINT_SAMPLERS = ("heuristic", "graspd", "human_demo")
 """Samplers that need the object's points (a BPS-only goal is refused)."""
 DEMONSTRATION_SAMPLERS = ("human_demo",)
 """Samplers that need a human demonstration in the request."""
-EVALUATORS = ("none", "bps", "nerf", "geometry", "bps+geometry", "sim")
+EVALUATORS = ("none", "bps", "nerf", "geometry", "bps+geometry", "sim", "geometry>sim")
 """Grasp evaluators by name; ``bps+geometry`` ranks by the mean of the two predictions; ``sim`` simulates each grasp
-on the object (:mod:`getagrip_ros.planning.simulation_evaluator`)."""
+on the object (:mod:`getagrip_ros.planning.simulation_evaluator`); ``geometry>sim`` is a cascade (:data:`CASCADES`)."""
+CASCADES = {"geometry>sim": "geometry"}
+"""Cascade evaluators and the evaluator that ranks and refines first; the simulation evaluator then executes the best
+``simulation.cascade_grasps`` of its grasps and puts them first, in the order of their simulated y_PGS (ties keep
+the first evaluator's order). On the frozen ranking diagnostic (59 validation objects, candidates of every sampler)
+the geometry evaluator's first grasp lifted 15.8% of the time, the cascade's first of the geometry's top 10 39.0%."""
+POINT_EVALUATORS = ("geometry", "bps+geometry", "sim", "geometry>sim")
+"""Evaluators that need the object's points (a BPS-only goal is refused)."""
 BPS_SIZE = 4096
 MAX_GRASPS = 10_000
 MAX_BPS_DISTANCE_M = 2.0
@@ -196,7 +203,9 @@ ProgressFn = Callable[[str, float, float], None]
 
 #: Overall progress at the start of each stage.
 STAGE_PROGRESS = {"object": 0.0, "sampling": 0.05, "filtering": 0.35, "evaluation": 0.35, "refinement": 0.5,
-                  "closing_targets": 0.95}
+                  "verification": 0.85, "closing_targets": 0.95}
+"""Where each stage starts in a plan's progress; refinement runs up to verification when a cascade verifies, else
+up to closing_targets."""
 
 
 def check_object_points(points_m: np.ndarray, frame_id: str, config: GraspPlannerConfig, what: str,
@@ -276,12 +285,9 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
         raise StageError(StatusCode.INVALID_GOAL, "the nerf_diffusion sampler needs a NeRF object source (nerf_config_path)")
     if request.evaluator == "nerf" and request.nerf_config_path is None:
         raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source (nerf_config_path)")
-    if request.evaluator == "sim" and request.bps is not None:
-        raise StageError(StatusCode.INVALID_GOAL, "the sim evaluator needs the object's points or mesh: give a point "
-                         "cloud, a mesh or a NeRF, not a BPS alone")
-    if request.evaluator in ("geometry", "bps+geometry") and request.bps is not None:
-        raise StageError(StatusCode.INVALID_GOAL, f"the {request.evaluator} evaluator needs the object's points: "
-                         "give a point cloud or a NeRF, not a BPS alone")
+    if request.evaluator in POINT_EVALUATORS and request.bps is not None:
+        raise StageError(StatusCode.INVALID_GOAL, f"the {request.evaluator} evaluator needs the object's points or mesh: "
+                         "give a point cloud, a mesh or a NeRF, not a BPS alone")
 
 
 class GraspPlanner:
@@ -296,6 +302,7 @@ class GraspPlanner:
         self._models: dict[str, LoadedModel] = {}
         self._grasp_set: Grasp | None = None
         self._graspd: GraspdSampler | None = None
+        self._simulation: SimulationGraspEvaluator | None = None
 
     # -- models ---------------------------------------------------------------------------------
     def _model_path(self, setting: str, what: str, owner: str = "") -> str:
@@ -374,6 +381,8 @@ class GraspPlanner:
         return DiffusionSampler(self._model("bps_sampler", "diffusion sampler"), cfg.diffusion, self.hand)
 
     def _evaluator(self, name: str):
+        if name in CASCADES:
+            return self._evaluator(CASCADES[name])
         if name == "sim":
             return SimulationGraspEvaluator(self.config.simulation)
         if name == "bps":
@@ -490,6 +499,10 @@ class GraspPlanner:
         else:
             chosen, labels, note = self._rank_and_refine(request, obj, evaluator, samples, generator, limits, timer,
                                                          report, checkpoint)
+            if request.evaluator in CASCADES:
+                chosen, labels, verified = self._verify(obj, chosen, labels, timer, report, checkpoint)
+                note += (f"; the first {verified} verified by the sim evaluator "
+                         f"({cfg.simulation.num_trials} simulated executions each) and put first in its order")
         with timer.stage("closing_targets"):
             report("closing_targets", STAGE_PROGRESS["closing_targets"], float(labels[0, Y_PGS]))
             pre, closed = [], []
@@ -526,7 +539,8 @@ class GraspPlanner:
             return chosen, labels, f" ranked by the {request.evaluator} evaluator ({len(samples)} grasps scored; no refinement)"
         with timer.stage("refinement"):
             iterations = request.refinement_iterations
-            span = STAGE_PROGRESS["closing_targets"] - STAGE_PROGRESS["refinement"]
+            end = STAGE_PROGRESS["verification" if request.evaluator in CASCADES else "closing_targets"]
+            span = end - STAGE_PROGRESS["refinement"]
             before = float(labels[:, Y_PGS].mean())
 
             def on_iteration(it: int, current: torch.Tensor) -> None:
@@ -546,3 +560,26 @@ class GraspPlanner:
         note = (f" ranked by the {request.evaluator} evaluator; {iterations} refinement iterations raised the mean "
                 f"predicted y_PGS {before:.3f} -> {float(labels[:, Y_PGS].mean()):.3f} ({int(accepted.sum())} moves accepted)")
         return chosen, labels, note
+
+    def _verify(self, obj: PlanningObject, chosen: Grasp, labels: torch.Tensor, timer: StageTimer,
+                report: ProgressFn, checkpoint: Callable[[], None]) -> tuple[Grasp, torch.Tensor, int]:
+        """A cascade's last stage: the first ``simulation.cascade_grasps`` grasps executed in simulation, put first in
+        the order of their simulated y_PGS with the simulated labels; the rest follow unchanged. Returns the grasps,
+        their labels and how many were verified."""
+        cfg = self.config.simulation
+        with timer.stage("verification"):
+            report("verification", STAGE_PROGRESS["verification"], float(labels[0, Y_PGS]))
+            if self._simulation is None:
+                self._simulation = SimulationGraspEvaluator(cfg)
+            score = self._simulation.prepare(obj)
+            head = min(cfg.cascade_grasps, len(chosen))
+            span = STAGE_PROGRESS["closing_targets"] - STAGE_PROGRESS["verification"]
+            parts = []
+            for done in range(0, head, cfg.batch_size):
+                checkpoint()
+                parts.append(score(chosen[done: min(done + cfg.batch_size, head)]))
+                simulated = torch.cat(parts)
+                report("verification", STAGE_PROGRESS["verification"] + span * len(simulated) / head,
+                       float(simulated[:, Y_PGS].max()))
+            order = torch.cat([simulated[:, Y_PGS].argsort(descending=True, stable=True), torch.arange(head, len(chosen))])
+            return chosen[order], torch.cat([simulated.to(labels.dtype), labels[head:]])[order], head

@@ -54,6 +54,9 @@ class SimulationEvaluatorConfig:
     dropped."""
     batch_size: int = 4
     """Grasps simulated between the planner's cancel and deadline checks."""
+    cascade_grasps: int = 10
+    """In a cascade evaluator (``geometry>sim``): the first evaluator's best grasps, after its refinement, that are
+    executed in simulation and re-ranked (the diagnostic's cascade: the geometry evaluator's top 10)."""
     density_kg_m3: float = 500.0
     """Assumed uniform density of the object (the simulated world's, after the paper)."""
     friction: float = 0.9
@@ -125,9 +128,10 @@ class SimulationGraspEvaluator:
     """The planner does not refine with it (a move would cost a simulation)."""
 
     def __init__(self, config: SimulationEvaluatorConfig = SimulationEvaluatorConfig()) -> None:
-        if config.num_trials < 1 or config.max_grasps < 1 or config.batch_size < 1 or config.threads < 0:
-            raise ValueError(f"simulation evaluator: num_trials, max_grasps and batch_size must be >= 1 and threads "
-                             f">= 0, got {config.num_trials}, {config.max_grasps}, {config.batch_size}, {config.threads}")
+        if min(config.num_trials, config.max_grasps, config.batch_size, config.cascade_grasps) < 1 or config.threads < 0:
+            raise ValueError(f"simulation evaluator: num_trials, max_grasps, batch_size and cascade_grasps must be >= 1 "
+                             f"and threads >= 0, got {config.num_trials}, {config.max_grasps}, {config.batch_size}, "
+                             f"{config.cascade_grasps}, {config.threads}")
         if not (config.density_kg_m3 > 0 and config.friction > 0 and config.voxel_m > 0 and config.max_parts >= 1):
             raise ValueError("simulation evaluator: density_kg_m3, friction and voxel_m must be > 0 and max_parts >= 1")
         self.hand, self.config = AllegroHand(), config  # on the CPU, where MuJoCo runs

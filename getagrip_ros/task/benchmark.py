@@ -39,6 +39,7 @@ from getagrip_ros.task.in_process import StackConfig
 MODES = ("in_process", "ros")
 MODEL_SETTINGS = {"fixed": ("fixed_grasps",), "diffusion": ("bps_sampler",), "bps": ("bps_evaluator",),
                   "geometry": ("geometry_evaluator",), "bps+geometry": ("bps_evaluator", "geometry_evaluator"),
+                  "geometry>sim": ("geometry_evaluator",),
                   "nerf": ("nerf_evaluator",)}
 """The planner's model files (`planning.planner.ModelFiles` fields) each sampler and evaluator needs."""
 _METHOD_HELP = (f"a method is sampler+evaluator, e.g. fixed+geometry; samplers: "

@@ -104,3 +104,36 @@ def test_planner_ranks_graspd_grasps_by_simulation_without_refinement(cube_mesh_
     assert refused.status == StatusCode.INVALID_GOAL and "sim evaluator needs the object's points" in refused.reason
     with pytest.raises(StageError, match="BPS alone"):
         object_mesh(object_from_points(points, "world").__class__("world", torch.eye(4, dtype=torch.float64), np.zeros(4096)))
+
+
+def test_the_geometry_sim_cascade_verifies_the_geometry_evaluators_best_and_puts_them_first(cube_mesh_path, one_torch_thread):
+    """The cascade ranks and refines like the geometry evaluator, then simulates its first cascade_grasps grasps and
+    orders them by the simulated y_PGS, with the simulated labels; the grasps after them are the geometry plan's."""
+    simulation = SimulationEvaluatorConfig(num_trials=1, cascade_grasps=3)
+    planner = GraspPlanner(GraspPlannerConfig(simulation=simulation))
+    points, _ = trimesh.sample.sample_surface(trimesh.load(cube_mesh_path), 2000, seed=1)
+    request = dict(points_m=points, frame_id="world", num_grasps=6, sampler="fixed", refinement_iterations=5, seed=3)
+    geometry = planner.plan(PlanRequest(**request, evaluator="geometry"))
+    progress = []
+    cascade = planner.plan(PlanRequest(**request, evaluator="geometry>sim"),
+                           progress=lambda stage, fraction, best: progress.append((stage, fraction)))
+    assert geometry.success and cascade.success, (geometry.reason, cascade.reason)
+    assert "the first 3 verified by the sim evaluator (1 simulated executions each)" in cascade.reason
+    assert "verification" in cascade.timings_s and "verification" not in geometry.timings_s
+    g, c = geometry.planned.grasps.to_vector(), cascade.planned.grasps.to_vector()
+    head = [int(torch.nonzero((g[:3] == row).all(1))[0]) for row in c[:3]]  # the same 3 grasps, re-ordered
+    assert sorted(head) == [0, 1, 2]
+    torch.testing.assert_close(c[3:], g[3:])
+    torch.testing.assert_close(cascade.planned.y_pgs[3:], geometry.planned.y_pgs[3:])
+    y = cascade.planned.y_pgs[:3]
+    assert ((y == 0) | (y == 1)).all() and (y[:-1] >= y[1:]).all()  # one simulated execution each, best first
+    score = SimulationGraspEvaluator(simulation).prepare(object_from_points(points, "world"))
+    torch.testing.assert_close(score(cascade.planned.grasps[:3])[:, 2], y.float())  # the simulation's own labels
+    stages = [stage for stage, _ in progress]
+    assert "verification" in stages and stages.index("verification") > stages.index("refinement")
+    assert all(a <= b for (_, a), (_, b) in zip(progress, progress[1:]))  # progress never goes back
+    refused = planner.plan(PlanRequest(bps=np.full(4096, 0.1), bps_centroid_height_m=0.05, frame_id="world",
+                                       sampler="fixed", evaluator="geometry>sim"))
+    assert refused.status == StatusCode.INVALID_GOAL and "geometry>sim evaluator needs the object's points" in refused.reason
+    with pytest.raises(ValueError, match="cascade_grasps"):
+        SimulationGraspEvaluator(SimulationEvaluatorConfig(cascade_grasps=0))
