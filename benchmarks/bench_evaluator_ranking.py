@@ -234,6 +234,12 @@ def simulated_top(pool: dict[str, np.ndarray], pool_dir: Path, score: Callable[[
     return y
 
 
+def _short(name: str) -> str:
+    """An evaluator's name for tables and plots: a checkpoint file with the folder it is in (runs' best.pt differ)."""
+    path = Path(name)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
 def draw_reliability(path: Path, curves: dict[str, tuple[np.ndarray, np.ndarray]], bins: int = 10) -> None:
     """Reliability diagram: mean labelled y_PGS against mean predicted y_PGS per bin, with the share of candidates."""
     import matplotlib
@@ -407,13 +413,13 @@ def main() -> None:
               f"AUC {row['auc']:.3f}")
     for name, groups_row in report["evaluators"].items():
         for group, row in groups_row.items():
-            print(f"  {Path(name).name:44s} {group:10s} top-1 {100 * row['top1']:5.1f}%  top-5 {100 * row['top5']:5.1f}%  "
+            print(f"  {_short(name):44s} {group:10s} top-1 {100 * row['top1']:5.1f}%  top-5 {100 * row['top5']:5.1f}%  "
                   f"AUC {row['auc']:.3f}" + (f"  ECE {row['ece']:.3f}" if "ece" in row else ""))
     if args.reliability and rankers:
         curves = {}
         for name, rank in rankers.items():
             if "gate" not in name:
-                curves[Path(name).name] = (np.concatenate([rank(p) for p in pools]), np.concatenate([p["y_PGS"] for p in pools]))
+                curves[_short(name)] = (np.concatenate([rank(p) for p in pools]), np.concatenate([p["y_PGS"] for p in pools]))
         draw_reliability(args.reliability, curves)
         print(f"wrote {args.reliability}")
     if args.out:
