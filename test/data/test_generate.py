@@ -387,3 +387,19 @@ def test_the_graspd_generator_labels_synthesised_grasps_in_the_public_layout(tmp
     # a rerun with the other generator is refused in the same folder
     with pytest.raises(ValueError, match="generator"):
         generate_dataset(["procedural/box_0000"], tmp_path / "run", dataclasses.replace(config, generator="energy"))
+
+
+def test_the_kept_training_pack_is_intact_and_merges_into_a_training_dataset(tmp_path):
+    """data/training_v1, the project's kept training data: every shard as its manifest lists it, and the merge gives the
+    dataset the geometry evaluator is retrained on (README "The kept training data")."""
+    from pathlib import Path
+
+    from getagrip_ros.data.pack import verify_pack
+
+    pack = Path(__file__).resolve().parents[2] / "data" / "training_v1"
+    manifest = verify_pack(pack)
+    assert manifest["num_objects"] == 144 and manifest["counts"]["grasps"] == 7917
+    assert "--grasps-per-object 48 --shuffle --limit 150" in manifest["rebuild_command"]
+    data = read_bps_dataset(merge_shards(pack, tmp_path / "v1.h5", include_mined=False))
+    assert data.num_grasps == 7917 and len(data.object_codes) == 144 and data.has_clouds
+    assert 0.15 < float(data.labels[:, 2].mean()) < 0.25
