@@ -11,7 +11,9 @@ places the hand (forward kinematics of the pre-grasp joints) and measures it aga
   cloud point (4),
 - log(1 + number of cloud points) within 3 cm, then 6 cm, of the palm centre and of a point in front of the palm (4).
 
-Every feature is invariant to moving the object and the hand together over the table. Frames: the grasps and
+A model trained with the "surface" feature set (:class:`GeometryEvaluatorConfig`) adds 6 features per hand link
+measured from samples on the link surfaces. Every feature is invariant to moving the object and the hand together over
+the table. Frames: the grasps and
 the cloud are in the object frame Oy (y up, origin at the cloud's centroid); the table is the plane y = table_y_m.
 Metres and radians. The model is an MLP on the standardised features; the standardisation (feature mean and
 std of the training grasps) is part of the weights.
@@ -69,7 +71,7 @@ class GeometryEvaluatorConfig:
     """Hand-cloud distances are clipped here (a point far from the object carries no more information)."""
     feature_set: str = "skeleton"
     """"skeleton": the 56 features above. "surface": those, then per hand link (21: palm, 16 finger links, 4 tips),
-    measured from samples on the link surfaces (:func:`surface_feature_count`): the smallest distance to the cloud,
+    measured from samples on the link surfaces (:func:`feature_count`: 182 in all): the smallest distance to the cloud,
     the smallest signed distance along the cloud's normal (negative inside the object), the fraction of samples in
     contact, the mean alignment of the hand's outward normal with the cloud's inward one near it, the lowest height
     above the table, and log(1 + cloud points inside the link's collision spheres)."""
@@ -80,6 +82,7 @@ FEATURE_SETS = ("skeleton", "surface")
 
 @functools.lru_cache(maxsize=1)
 def _surface_hand() -> "HandModel":
+    """The Allegro hand's surface samples (in each link's frame) and collision spheres, built once (~5 s)."""
     from getagrip_ros.synthesis.hand_model import AllegroModelConfig, SurfaceSamplingConfig, allegro_hand_model
 
     return allegro_hand_model(AllegroModelConfig(contact_links="all", sampling=SurfaceSamplingConfig(num_samples=SURFACE_SAMPLES)))

@@ -302,7 +302,6 @@ class GraspPlanner:
         self._models: dict[str, LoadedModel] = {}
         self._grasp_set: Grasp | None = None
         self._graspd: GraspdSampler | None = None
-        self._simulation: SimulationGraspEvaluator | None = None
 
     # -- models ---------------------------------------------------------------------------------
     def _model_path(self, setting: str, what: str, owner: str = "") -> str:
@@ -569,9 +568,7 @@ class GraspPlanner:
         cfg = self.config.simulation
         with timer.stage("verification"):
             report("verification", STAGE_PROGRESS["verification"], float(labels[0, Y_PGS]))
-            if self._simulation is None:
-                self._simulation = SimulationGraspEvaluator(cfg)
-            score = self._simulation.prepare(obj)
+            score = self._evaluator("sim").prepare(obj)
             head = min(cfg.cascade_grasps, len(chosen))
             span = STAGE_PROGRESS["closing_targets"] - STAGE_PROGRESS["verification"]
             parts = []
