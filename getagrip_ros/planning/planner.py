@@ -3,7 +3,9 @@
 Samplers: ``heuristic`` (geometric), ``fixed`` (a set of good grasps), ``diffusion`` (the BPS diffusion model) and
 ``graspd`` (gradient-descent synthesis through a differentiable contact model; slow, anytime: its deadline keeps a
 share of the plan's time limit and returns the grasps found so far, and without an evaluator its grasps keep their
-physics-score order) and ``human_demo`` (the request's human demonstration transferred to the hand: one grasp).
+physics-score order), ``human_demo`` (the request's human demonstration transferred to the hand: one grasp) and
+``fixed_graspd`` (both sources pooled for a cascade evaluator: the fixed set ranked and refined by the cascade's
+first evaluator, graspd's grasps in their physics-score order, and the simulation verifying both).
 
 Pure Python/torch (no rclpy). The ROS node, the CLI, the demo and the benchmarks all call
 :meth:`GraspPlanner.plan`, which never raises: bad input, missing models, cancellation and timeouts end
@@ -45,9 +47,14 @@ from getagrip_ros.planning.simulation_evaluator import SimulationEvaluatorConfig
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.status import StageError, StageTimer, StatusCode
 
-SAMPLERS = ("heuristic", "fixed", "diffusion", "graspd", "human_demo", "nerf_diffusion")
+SAMPLERS = ("heuristic", "fixed", "diffusion", "graspd", "human_demo", "nerf_diffusion", "fixed_graspd")
 """Grasp samplers by name."""
-POINT_SAMPLERS = ("heuristic", "graspd", "human_demo")
+POOLED_SAMPLERS = {"fixed_graspd": ("fixed", "graspd")}
+"""Pooled samplers: the sampler whose grasps the cascade's first evaluator ranks and refines, and the synthesis whose
+grasps keep their physics-score order (the geometry evaluator ranks graspd's grasps worse than that: README,
+"The perceived object"); the cascade's simulation then verifies the first ``simulation.cascade_grasps`` of the one and
+the first ``simulation.max_grasps`` of the other together. They need a cascade evaluator."""
+POINT_SAMPLERS = ("heuristic", "graspd", "human_demo", "fixed_graspd")
 """Samplers that need the object's points (a BPS-only goal is refused)."""
 DEMONSTRATION_SAMPLERS = ("human_demo",)
 """Samplers that need a human demonstration in the request."""
@@ -281,6 +288,9 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
     if request.human_demo is not None and request.human_demo.frame_id != request.frame_id:
         raise StageError(StatusCode.INVALID_GOAL, f"the human demonstration is in frame {request.human_demo.frame_id!r}, "
                          f"the object in {request.frame_id!r}: transform it first")
+    if request.sampler in POOLED_SAMPLERS and request.evaluator not in CASCADES:
+        raise StageError(StatusCode.INVALID_GOAL, f"the {request.sampler} sampler pools grasps for a cascade evaluator "
+                         f"to verify; use one of {list(CASCADES)}, not {request.evaluator!r}")
     if request.sampler == "nerf_diffusion" and request.nerf_config_path is None:
         raise StageError(StatusCode.INVALID_GOAL, "the nerf_diffusion sampler needs a NeRF object source (nerf_config_path)")
     if request.evaluator == "nerf" and request.nerf_config_path is None:
@@ -447,48 +457,43 @@ class GraspPlanner:
         at `graspd_deadline_monotonic_s` with the grasps found so far instead of timing out)."""
         cfg = self.config
         generator = torch.Generator().manual_seed(int(request.seed))
-        graspd = request.sampler == "graspd"
-        num_samples = max(cfg.graspd.num_grasps if graspd else cfg.num_samples, request.num_grasps)
+        ranked_name, synthesis_name = POOLED_SAMPLERS.get(request.sampler, (request.sampler, None))
         nan = math.nan
         limits = (self.hand.lower_limits_rad.cpu().double(), self.hand.upper_limits_rad.cpu().double())
 
         with timer.stage("models"):  # fail fast on a missing model, before any heavy work
-            sampler = None if request.sampler == "human_demo" else self._sampler(request.sampler)
+            names = [n for n in (ranked_name, synthesis_name) if n is not None and n != "human_demo"]
+            samplers = {name: self._sampler(name) for name in names}
             evaluator = None if request.evaluator == "none" else self._evaluator(request.evaluator)
         with timer.stage("object"):
             report("object", 0.0, nan)
             obj = self._object(request, report, checkpoint)
             checkpoint()
         with timer.stage("sampling"):
-            span = STAGE_PROGRESS["filtering"] - STAGE_PROGRESS["sampling"]
-
-            def sampling_step(fraction: float) -> None:
-                checkpoint()
-                report("sampling", STAGE_PROGRESS["sampling"] + span * fraction, nan)
-
-            sampler_note, transfer = "", None
-            if graspd:
-                def synthesis_step(fraction: float) -> None:  # the deadline ends synthesis early, not the plan
-                    cancel_point()
-                    report("sampling", STAGE_PROGRESS["sampling"] + span * fraction, nan)
-
-                synthesised = sampler.synthesize(obj, num_samples, generator, synthesis_step,
-                                                 deadline_monotonic_s=graspd_deadline_monotonic_s)
-                samples, sampler_note = synthesised.grasps, synthesised.note
-            elif request.sampler == "human_demo":
-                seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-                transferred = sample_human_demo(obj, request.human_demo, cfg.human_demo, cfg.graspd, seed, sampling_step)
-                samples, sampler_note, transfer = transferred.grasps, transferred.note, transferred.transfer
-            else:
-                samples = sampler.sample(obj, num_samples, generator, sampling_step)
-            samples.joint_angles_rad = torch.maximum(torch.minimum(samples.joint_angles_rad, limits[1]), limits[0])
+            share = 1.0 if synthesis_name is None else 0.1  # a pooled sampler's synthesis takes most of the time
+            samples, sampler_note, transfer = self._sample(request, ranked_name, samplers.get(ranked_name), obj,
+                                                           generator, report, checkpoint, cancel_point,
+                                                           graspd_deadline_monotonic_s, (0.0, share))
+            synthesised = None
+            if synthesis_name is not None:  # its own generator: each part is the plan its sampler alone would make
+                own = torch.Generator().manual_seed(int(request.seed))
+                synthesised, synthesis_note, _ = self._sample(request, synthesis_name, samplers[synthesis_name], obj,
+                                                              own, report, checkpoint, cancel_point,
+                                                              graspd_deadline_monotonic_s, (share, 1.0))
+                sampler_note += synthesis_note
         with timer.stage("filtering"):
-            sampled = len(samples) if request.sampler in DEMONSTRATION_SAMPLERS else num_samples
-            if cfg.apply_cable_filter:
-                samples = samples[cable_filter_mask(samples, cfg.cable_filter)]
-            if len(samples) == 0:
-                raise StageError(StatusCode.NO_RESULT, f"none of the {sampled} sampled grasps passed the filters"
-                                 f"{' (the cable filter)' if cfg.apply_cable_filter else ''}")
+            parts = {ranked_name: samples} if synthesised is None else {ranked_name: samples, synthesis_name: synthesised}
+            sampled = {name: len(part) if name in DEMONSTRATION_SAMPLERS else self._sample_count(name, request)
+                       for name, part in parts.items()}
+            for name, part in parts.items():
+                part.joint_angles_rad = torch.maximum(torch.minimum(part.joint_angles_rad, limits[1]), limits[0])
+                if cfg.apply_cable_filter:
+                    parts[name] = part[cable_filter_mask(part, cfg.cable_filter)]
+            if all(len(part) == 0 for part in parts.values()):
+                raise StageError(StatusCode.NO_RESULT, f"none of the {sum(sampled.values())} sampled grasps passed the "
+                                 f"filters{' (the cable filter)' if cfg.apply_cable_filter else ''}")
+            samples = parts[ranked_name]
+            synthesised = parts.get(synthesis_name)
 
         if evaluator is None:
             chosen = samples[: request.num_grasps]  # graspd: best physics score first
@@ -496,12 +501,17 @@ class GraspPlanner:
                 request.sampler, "unranked")
             labels, note = torch.full((len(chosen), 3), nan), f" ({order}: no evaluator, no refinement)"
         else:
-            chosen, labels, note = self._rank_and_refine(request, obj, evaluator, samples, generator, limits, timer,
-                                                         report, checkpoint)
+            if len(samples) > 0:
+                chosen, labels, note = self._rank_and_refine(request, obj, evaluator, samples, generator, limits, timer,
+                                                             report, checkpoint)
+            else:  # a pooled sampler's ranked part may be empty: its synthesised part is still verified
+                chosen, labels, note = samples, torch.empty(0, 3), f" (none of the {ranked_name} grasps passed the filters)"
             if request.evaluator in CASCADES:
-                chosen, labels, verified = self._verify(obj, chosen, labels, timer, report, checkpoint)
-                note += (f"; the first {verified} verified by the sim evaluator "
+                chosen, labels, verified = self._verify(obj, chosen, labels, timer, report, checkpoint, synthesised)
+                pooled = "" if synthesised is None else f" and the {synthesis_name} sampler's first {verified[1]}"
+                note += (f"; the first {verified[0]}{pooled} verified by the sim evaluator "
                          f"({cfg.simulation.num_trials} simulated executions each) and put first in its order")
+                chosen, labels = chosen[: request.num_grasps], labels[: request.num_grasps]
         with timer.stage("closing_targets"):
             report("closing_targets", STAGE_PROGRESS["closing_targets"], float(labels[0, Y_PGS]))
             pre, closed = [], []
@@ -514,6 +524,40 @@ class GraspPlanner:
         planned = PlannedGrasps(chosen, labels[:, 2].clone(), labels[:, 1].clone(), labels[:, 0].clone(),
                                 torch.cat(pre), torch.cat(closed), obj.centroid_m.copy(), transfer)
         return planned, note + sampler_note
+
+    def _sample_count(self, name: str, request: PlanRequest) -> int:
+        """How many grasps sampler `name` draws for `request` (graspd: its own num_grasps, or more when asked)."""
+        if name == "graspd":
+            return max(self.config.graspd.num_grasps, request.num_grasps if request.sampler == "graspd" else 0)
+        return max(self.config.num_samples, request.num_grasps)
+
+    def _sample(self, request: PlanRequest, name: str, sampler, obj: PlanningObject, generator: torch.Generator,
+                report: ProgressFn, checkpoint: Callable[[], None], cancel_point: Callable[[], None],
+                graspd_deadline_monotonic_s: float | None,
+                share: tuple[float, float] = (0.0, 1.0)) -> tuple[Grasp, str, TransferResult | None]:
+        """The grasps of sampler `name` (graspd's synthesis ends at its deadline with what it found); a note for the
+        result's reason and the human_demo sampler's transfer. Its progress covers `share` of the sampling stage."""
+        span = STAGE_PROGRESS["filtering"] - STAGE_PROGRESS["sampling"]
+        start, span = STAGE_PROGRESS["sampling"] + span * share[0], span * (share[1] - share[0])
+
+        def sampling_step(fraction: float) -> None:
+            checkpoint()
+            report("sampling", start + span * fraction, math.nan)
+
+        if name == "graspd":
+            def synthesis_step(fraction: float) -> None:  # the deadline ends synthesis early, not the plan
+                cancel_point()
+                report("sampling", start + span * fraction, math.nan)
+
+            synthesised = sampler.synthesize(obj, self._sample_count(name, request), generator, synthesis_step,
+                                             deadline_monotonic_s=graspd_deadline_monotonic_s)
+            return synthesised.grasps, synthesised.note, None
+        if name == "human_demo":
+            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+            transferred = sample_human_demo(obj, request.human_demo, self.config.human_demo, self.config.graspd, seed,
+                                            sampling_step)
+            return transferred.grasps, transferred.note, transferred.transfer
+        return sampler.sample(obj, self._sample_count(name, request), generator, sampling_step), "", None
 
     def _rank_and_refine(self, request: PlanRequest, obj: PlanningObject, evaluator, samples: Grasp,
                          generator: torch.Generator, limits, timer: StageTimer, report: ProgressFn,
@@ -561,22 +605,28 @@ class GraspPlanner:
         return chosen, labels, note
 
     def _verify(self, obj: PlanningObject, chosen: Grasp, labels: torch.Tensor, timer: StageTimer,
-                report: ProgressFn, checkpoint: Callable[[], None]) -> tuple[Grasp, torch.Tensor, int]:
-        """A cascade's last stage: the first ``simulation.cascade_grasps`` grasps executed in simulation, put first in
-        the order of their simulated y_PGS with the simulated labels; the rest follow unchanged. Returns the grasps,
-        their labels and how many were verified."""
+                report: ProgressFn, checkpoint: Callable[[], None],
+                pooled: Grasp | None = None) -> tuple[Grasp, torch.Tensor, tuple[int, int]]:
+        """A cascade's last stage: the first ``simulation.cascade_grasps`` grasps, and a pooled sampler's first
+        ``simulation.max_grasps`` synthesised grasps (`pooled`), executed in simulation and put first in the order of
+        their simulated y_PGS with the simulated labels (ties keep `chosen` first, each in its own order); the rest of
+        `chosen` follows unchanged. Returns the grasps, their labels and how many of `chosen` and of `pooled` were
+        verified."""
         cfg = self.config.simulation
         with timer.stage("verification"):
-            report("verification", STAGE_PROGRESS["verification"], float(labels[0, Y_PGS]))
+            report("verification", STAGE_PROGRESS["verification"], float(labels[0, Y_PGS]) if len(labels) else math.nan)
             score = self._evaluator("sim").prepare(obj)
             head = min(cfg.cascade_grasps, len(chosen))
+            extra = pooled[: cfg.max_grasps] if pooled is not None else chosen[:0]
+            candidates = Grasp.cat([chosen[:head], extra]) if len(extra) else chosen[:head]
             span = STAGE_PROGRESS["closing_targets"] - STAGE_PROGRESS["verification"]
             parts = []
-            for done in range(0, head, cfg.batch_size):
+            for done in range(0, len(candidates), cfg.batch_size):
                 checkpoint()
-                parts.append(score(chosen[done: min(done + cfg.batch_size, head)]))
+                parts.append(score(candidates[done: done + cfg.batch_size]))
                 simulated = torch.cat(parts)
-                report("verification", STAGE_PROGRESS["verification"] + span * len(simulated) / head,
+                report("verification", STAGE_PROGRESS["verification"] + span * len(simulated) / len(candidates),
                        float(simulated[:, Y_PGS].max()))
-            order = torch.cat([simulated[:, Y_PGS].argsort(descending=True, stable=True), torch.arange(head, len(chosen))])
-            return chosen[order], torch.cat([simulated.to(labels.dtype), labels[head:]])[order], head
+            order = simulated[:, Y_PGS].argsort(descending=True, stable=True)
+            grasps = Grasp.cat([candidates[order], chosen[head:]]) if head < len(chosen) else candidates[order]
+            return grasps, torch.cat([simulated[order].to(labels.dtype), labels[head:]]), (head, len(extra))

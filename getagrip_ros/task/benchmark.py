@@ -37,7 +37,7 @@ from getagrip_ros.task.config import GraspTaskConfig
 from getagrip_ros.task.in_process import StackConfig
 
 MODES = ("in_process", "ros")
-MODEL_SETTINGS = {"fixed": ("fixed_grasps",), "diffusion": ("bps_sampler",), "bps": ("bps_evaluator",),
+MODEL_SETTINGS = {"fixed": ("fixed_grasps",), "fixed_graspd": ("fixed_grasps",), "diffusion": ("bps_sampler",), "bps": ("bps_evaluator",),
                   "geometry": ("geometry_evaluator",), "bps+geometry": ("bps_evaluator", "geometry_evaluator"),
                   "geometry>sim": ("geometry_evaluator",),
                   "nerf": ("nerf_evaluator",)}

@@ -137,3 +137,37 @@ def test_the_geometry_sim_cascade_verifies_the_geometry_evaluators_best_and_puts
     assert refused.status == StatusCode.INVALID_GOAL and "geometry>sim evaluator needs the object's points" in refused.reason
     with pytest.raises(ValueError, match="cascade_grasps"):
         SimulationGraspEvaluator(SimulationEvaluatorConfig(cascade_grasps=0))
+
+
+def test_the_pooled_sampler_verifies_the_fixed_sets_best_and_graspds_grasps_together(cube_mesh_path, one_torch_thread):
+    """fixed_graspd + geometry>sim: the geometry evaluator ranks and refines the fixed set as in the plain cascade, graspd
+    synthesises the grasps it would alone, and the simulation verifies the cascade's first grasps and graspd's
+    together, best first; the fixed plan's other grasps follow in its order."""
+    simulation = SimulationEvaluatorConfig(num_trials=1, cascade_grasps=3, max_grasps=4)
+    config = GraspPlannerConfig(simulation=simulation,
+                                graspd=GraspdSamplerConfig(num_grasps=5, synthesis=SynthesisConfig(num_steps=60)))
+    planner = GraspPlanner(config)
+    points, _ = trimesh.sample.sample_surface(trimesh.load(cube_mesh_path), 2000, seed=1)
+    request = dict(points_m=points, frame_id="world", num_grasps=8, refinement_iterations=5, seed=3)
+    geometry = planner.plan(PlanRequest(**request, sampler="fixed", evaluator="geometry"))
+    progress = []
+    pooled = planner.plan(PlanRequest(**request, sampler="fixed_graspd", evaluator="geometry>sim"),
+                          progress=lambda stage, fraction, best: progress.append((stage, fraction)))
+    assert geometry.success and pooled.success, (geometry.reason, pooled.reason)
+    assert "the first 3 and the graspd sampler's first 4 verified by the sim evaluator" in pooled.reason
+    g, p = geometry.planned.grasps.to_vector(), pooled.planned.grasps.to_vector()
+    assert len(p) == 8
+    from_fixed = [i for i, row in enumerate(p[:7]) if (g[:3] == row).all(1).any()]
+    assert len(from_fixed) == 3  # the geometry plan's first 3, among graspd's first 4
+    alone = planner.plan(PlanRequest(**{**request, "num_grasps": 5}, sampler="graspd", evaluator="none"))
+    alone = alone.planned.grasps.to_vector()
+    from_graspd = [i for i, row in enumerate(p[:7]) if (alone[:4] == row).all(1).any()]
+    assert sorted(from_fixed + from_graspd) == list(range(7))
+    torch.testing.assert_close(p[7:], g[3:4])  # then the fixed plan's 4th
+    y = pooled.planned.y_pgs[:7]
+    assert ((y == 0) | (y == 1)).all() and (y[:-1] >= y[1:]).all()
+    score = SimulationGraspEvaluator(simulation).prepare(object_from_points(points, "world"))
+    torch.testing.assert_close(score(pooled.planned.grasps[:7])[:, 2], y.float())  # the simulation's own labels
+    assert all(a <= b for (_, a), (_, b) in zip(progress, progress[1:]))  # progress never goes back
+    refused = planner.plan(PlanRequest(**request, sampler="fixed_graspd", evaluator="geometry"))
+    assert refused.status == StatusCode.INVALID_GOAL and "use one of ['geometry>sim']" in refused.reason
