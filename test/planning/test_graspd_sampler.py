@@ -159,7 +159,8 @@ def test_graspd_settings_are_node_parameters_and_every_sampler_is_accepted(tmp_p
     from getagrip_ros.serialization import json_default
     from getagrip_ros.task.benchmark import BenchmarkProtocol, load_protocol
 
-    assert SAMPLERS == ("heuristic", "fixed", "diffusion", "graspd", "human_demo", "nerf_diffusion")
+    assert SAMPLERS == ("heuristic", "fixed", "diffusion", "graspd", "human_demo", "nerf_diffusion",
+                        "fixed_graspd")
     default = GraspPlannerConfig()
     params = flatten(default)
     graspd = default.graspd  # the synthesis defaults move as it is tuned: compare with the dataclasses, not numbers

@@ -40,8 +40,8 @@ def test_protocol_is_frozen_before_the_run_and_round_trips(tmp_path):
             BenchmarkProtocol(objects=("x",), methods=(bad,))
     assert BenchmarkProtocol(objects=("x",), methods=("fixed+bps+geometry",)).methods == ("fixed+bps+geometry",)
     for bad, message in ((dict(methods=("foo+bar",)), "unknown sampler 'foo' in method 'foo\\+bar'.*samplers: heuristic, "
-                                                      "fixed, diffusion, graspd, nerf_diffusion; evaluators: none, bps, "
-                                                      "nerf, geometry"),
+                                                      "fixed, diffusion, graspd, nerf_diffusion, fixed_graspd; "
+                                                      "evaluators: none, bps, nerf, geometry"),
                          (dict(methods=("fixed+bar",)), "unknown evaluator 'bar'"),
                          (dict(methods=()), "no methods"),
                          (dict(methods=("fixed+bps", "fixed+bps")), "'fixed\\+bps' is listed twice"),
@@ -114,8 +114,8 @@ def nothing_may_start(monkeypatch):
 @pytest.mark.parametrize("mode", ["in_process", "ros"])
 @pytest.mark.parametrize("arguments, message", [
     (["--methods", "foo+bar"], "unknown sampler 'foo' in method 'foo+bar'; a method is sampler+evaluator, e.g. "
-                               "fixed+geometry; samplers: heuristic, fixed, diffusion, graspd, nerf_diffusion; "
-                               "evaluators: none, bps, nerf, geometry, bps+geometry"),
+                               "fixed+geometry; samplers: heuristic, fixed, diffusion, graspd, nerf_diffusion, "
+                               "fixed_graspd; evaluators: none, bps, nerf, geometry, bps+geometry"),
     (["--methods", "fixed+bps,fixed+nope"], "unknown evaluator 'nope' in method 'fixed+nope'"),
     (["--methods", "fixed"], "method 'fixed' is not sampler+evaluator"),
     (["--methods", " , "], "--methods is empty"),
