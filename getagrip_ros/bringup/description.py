@@ -100,6 +100,9 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
     LaunchArgument("evaluator", "geometry", "grasp evaluator of grasp_object goals (geometry, bps, bps+geometry, geometry>sim, nerf, sim, none)",
                    (("grasp_task", "task.evaluator"),)),
     LaunchArgument("planner", "ompl", "arm motion planner: ompl (CPU) or curobo (GPU)", (("grasp_task", "task.planner"),)),
+    LaunchArgument("plan_with_mesh", "false", "send perception's fused mesh with the cloud to plan_grasp (graspd and "
+                   "fixed_graspd: their SDF and the sim evaluator's model from the mesh)", (("grasp_task", "task.plan_with_mesh"),),
+                   kind=bool),
     LaunchArgument("bps_evaluator", "shipped", "BPS evaluator checkpoint (a file or 'shipped')",
                    (("plan_grasp", "models.bps_evaluator"),)),
     LaunchArgument("nerf_evaluator", "", "NeRF evaluator checkpoint (none ships)", (("plan_grasp", "models.nerf_evaluator"),)),

@@ -72,7 +72,9 @@ def test_every_launch_file_reads_an_existing_profile():
 def test_launch_arguments_reach_the_right_node_parameters():
     sim = profile("sim")
     params = node_parameters(sim, {"object": "tabletop20/cube", "evaluator": "none", "work_dir": "/w",
-                                   "publish_robot": "false", "use_sim_time": "true"})
+                                   "publish_robot": "false", "use_sim_time": "true", "plan_with_mesh": "true"})
+    assert params["grasp_task"]["task.plan_with_mesh"] is True
+    assert "task.plan_with_mesh" not in node_parameters(sim, {})["grasp_task"]  # the parameter file's false stands
     assert params["robot"]["sim.object_name"] == "tabletop20/cube" and "object_label" not in params["grasp_task"]
     assert params["grasp_task"]["task.evaluator"] == "none" and params["grasp_task"]["task.work_dir"] == "/w"
     assert params["robot"]["backend"] == "sim" and params["robot"]["publish_camera_tf"] is True  # no robot_state_publisher
