@@ -30,6 +30,7 @@ from getagrip_interfaces.action import (
 from getagrip_interfaces.msg import ObjectState
 from getagrip_ros.execution.executor import ExecutionResult
 from getagrip_ros.perception.capture import CaptureRequest
+from getagrip_ros.grasp.transform_tree import TransformLookupError, TransformTreeConfig
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.planning.planner import DEMONSTRATION_SAMPLERS, PlanRequest
 from getagrip_ros.robot.allegro import AllegroHand
@@ -43,6 +44,7 @@ from getagrip_ros.ros.conversions import grasp_msgs_to_core, grasps_to_msgs, mat
 from getagrip_ros.ros.markers import grasp_markers, outcome_marker, palm_path_m, path_marker
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
+from getagrip_ros.ros.tf_listener import TfListener
 from getagrip_ros.ros.stage_messages import (
     capture_goal, execute_goal, extract_goal, human_demo_from_msg, motion_goal, nerf_goal, plan_goal, reset_goal,
     stages_from_msgs,
@@ -67,6 +69,8 @@ class GraspTaskNodeConfig:
     object, on hardware "unknown")."""
     server_wait_s: float = 30.0
     """How long to wait for a stage's action server."""
+    tf: TransformTreeConfig = field(default_factory=TransformTreeConfig)
+    """A human demonstration in another frame is moved into world_frame by /tf and /tf_static, at its stamp."""
     task: GraspTaskConfig = field(default_factory=lambda: GraspTaskConfig(trials_dir="~/getagrip_trials",
                                                                           work_dir="~/getagrip_trials/work"))
 
@@ -203,6 +207,7 @@ class GraspTaskNode(StackNode):
         self.hand = AllegroHand()
         self.kinematics = RobotKinematics()
         self._start_trace_listener()
+        self.tf = TfListener(self, self.config.tf)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.marker_pub = self.create_publisher(MarkerArray, "trial_markers", latched)
         self.path_pub = self.create_publisher(Marker, "trial_path", latched)
@@ -274,15 +279,20 @@ class GraspTaskNode(StackNode):
                        seed=int(goal.seed))
 
     def _goal_demonstration(self, goal: GraspObject.Goal, config: GraspTaskConfig) -> HumanDemonstration | None:
-        """The goal's demonstration in the world frame (ValueError: malformed, in another frame, or not matching the
-        sampler)."""
+        """The goal's demonstration in the world frame, from its own frame by /tf at its stamp (ValueError: malformed,
+        in a frame with no transform to the world, or not matching the sampler)."""
         demo = human_demo_from_msg(goal.human_demo)
         if (config.sampler in DEMONSTRATION_SAMPLERS) != (demo is not None):
             raise ValueError(f"the {config.sampler} sampler needs a human demonstration" if demo is None else
                              f"a human demonstration is used by the human_demo sampler only, not by {config.sampler!r}")
-        if demo is not None and demo.frame_id not in (self.config.world_frame, "fr3_link0"):
-            raise ValueError(f"the human demonstration must be in {self.config.world_frame!r}, got {demo.frame_id!r}")
-        return None if demo is None else demo.transformed(np.eye(4), self.config.world_frame)
+        if demo is None or demo.frame_id in (self.config.world_frame, "fr3_link0"):
+            return None if demo is None else demo.transformed(np.eye(4), self.config.world_frame)
+        try:
+            T_world_demo = self.tf.lookup(self.config.world_frame, demo.frame_id, goal.human_demo.header.stamp,
+                                          self.closing.is_set)
+        except TransformLookupError as err:
+            raise ValueError(f"the human demonstration is in frame {demo.frame_id!r}: {err}") from None
+        return demo.transformed(T_world_demo, self.config.world_frame)
 
     def execute(self, goal_handle) -> GraspObject.Result:
         goal = goal_handle.request

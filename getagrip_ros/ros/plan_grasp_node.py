@@ -16,13 +16,14 @@ import math
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from visualization_msgs.msg import MarkerArray
 
 from getagrip_interfaces.action import PlanGrasp
+from getagrip_ros.grasp.transform_tree import TransformLookupError, TransformTreeConfig
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig
 from getagrip_ros.ros.actions import RunningGoal, StackNode, accepting_action_server, end_goal
@@ -31,12 +32,14 @@ from getagrip_ros.ros.markers import grasp_markers
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
 from getagrip_ros.ros.stage_messages import plan_request
+from getagrip_ros.ros.tf_listener import TfListener
 from getagrip_ros.safe_files import DEFAULT_DATA_ROOTS, check_goal_paths
 from getagrip_ros.status import StatusCode
 
 QUEUE_POLL_S = 0.05
 MAX_QUEUED_GOALS = 2
-"""spin_node's 4 executor threads: one plan, two waiting goals, one for cancel requests."""
+EXECUTOR_THREADS = 5
+"""One plan, two waiting goals, one for cancel requests, one for /tf messages."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class PlanGraspNodeConfig(GraspPlannerConfig):
     """NeRF goals are accepted only for runs (config.yml) under one of these folders."""
     object_frames: tuple[str, ...] = ("world", "fr3_link0")
     """Frames a goal's object data may be in: z up with the table top at z = 0 (others are refused)."""
+    tf: TransformTreeConfig = field(default_factory=TransformTreeConfig)
+    """A human demonstration in another frame is moved into the object's frame by /tf and /tf_static, at its stamp."""
 
 
 class PlanGraspNode(StackNode):
@@ -69,19 +74,24 @@ class PlanGraspNode(StackNode):
         self._queue: deque = deque()  # goal ids in arrival order; the head plans
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.marker_pub = self.create_publisher(MarkerArray, "grasp_markers", latched)
+        self.tf = TfListener(self, self.config.tf)
         self.server = accepting_action_server(self, PlanGrasp, "plan_grasp", self.execute)
         self.get_logger().info(f"plan_grasp ready (device {self.config.device}, {self.config.num_samples} samples)")
 
-    def _demonstration_in_object_frame(self, request) -> HumanDemonstration | None:
-        """The goal's demonstration in the object's frame: the object frames are all the robot base (identity);
-        any other frame is unknown here (ValueError)."""
+    def _demonstration_in_object_frame(self, request, stamp) -> HumanDemonstration | None:
+        """The goal's demonstration in the object's frame: the object frames are all the robot base (identity); any
+        other frame is looked up on /tf at the demonstration's `stamp` (ValueError with the reason when it is not
+        there)."""
         demo = request.human_demo
         if demo is None or demo.frame_id == request.frame_id:
             return demo
         if demo.frame_id in self.config.object_frames and request.frame_id in self.config.object_frames:
             return demo.transformed(np.eye(4), request.frame_id)
-        raise ValueError(f"the human demonstration is in frame {demo.frame_id!r}, unknown to this node; give it in "
-                         f"the object's frame {request.frame_id!r} (or one of {list(self.config.object_frames)})")
+        try:
+            T_object_demo = self.tf.lookup(request.frame_id, demo.frame_id, stamp, self.closing.is_set)
+        except TransformLookupError as err:
+            raise ValueError(f"the human demonstration is in frame {demo.frame_id!r}: {err}") from None
+        return demo.transformed(T_object_demo, request.frame_id)
 
     def _wait_turn(self, goal: RunningGoal) -> tuple[StatusCode, str] | None:
         """Join the queue and wait to be its head; returns (status, reason) if the goal ends before planning."""
@@ -117,7 +127,7 @@ class PlanGraspNode(StackNode):
             if (request.points_m is not None or request.mesh_path) and request.frame_id not in self.config.object_frames:
                 raise ValueError(f"the object data is in frame {request.frame_id!r}; this node plans in "
                                  f"{list(self.config.object_frames)} (z up, the table top at z = 0): transform it first")
-            request.human_demo = self._demonstration_in_object_frame(request)
+            request.human_demo = self._demonstration_in_object_frame(request, goal_handle.request.human_demo.header.stamp)
         except (ValueError, TypeError) as err:  # UnsafeFile included
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         with self.running(goal_handle, "plan_grasp") as goal:
@@ -145,7 +155,7 @@ class PlanGraspNode(StackNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    spin_node(PlanGraspNode, args)
+    spin_node(PlanGraspNode, args, EXECUTOR_THREADS)
 
 
 if __name__ == "__main__":

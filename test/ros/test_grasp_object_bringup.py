@@ -152,12 +152,28 @@ def test_cancel_and_bad_goals_end_with_a_reason_and_the_server_keeps_serving(rcl
     # after a cancelled trial the next one starts from a reset world again
     status, result = call_action(rclpy_node, client, _goal("after_cancel"), timeout_s=400)
     assert status == GoalStatus.STATUS_SUCCEEDED and result.success, result.status.reason
-    # a whole trial with a demonstration: the hand held the cube's -y side, the fingers round its far side
+    # a demonstration in a frame nothing publishes is refused once the node has waited for it
+    lost = human_demo_to_msg(demo.transformed(np.eye(4), "nowhere"))
+    status, result = call_action(rclpy_node, client, _goal("demo_lost", sampler="human_demo", human_demo=lost), timeout_s=30)
+    assert result.status.code == Status.INVALID_GOAL and "no transform from 'nowhere' to 'world'" in result.status.reason
+    # a whole trial with a demonstration, given in a motion-capture frame on /tf_static: the hand held the cube's -y
+    # side, the fingers round its far side
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from tf2_msgs.msg import TFMessage
+
+    from getagrip_ros.ros.conversions import transform_stamped_from_matrix
+
+    T_world_mocap = np.array([[0.0, -1.0, 0.0, 0.3], [1.0, 0.0, 0.0, -0.2], [0.0, 0.0, 1.0, 1.1], [0.0, 0.0, 0.0, 1.0]])
+    static_pub = rclpy_node.create_publisher(TFMessage, "/tf_static", QoSProfile(
+        depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    static_pub.publish(TFMessage(transforms=[transform_stamped_from_matrix(T_world_mocap, "world", "mocap")]))
+    in_mocap = human_demo_to_msg(demo.transformed(np.linalg.inv(T_world_mocap), "mocap"))
     status, result = call_action(rclpy_node, client, _goal("demo", sampler="human_demo", evaluator="none",
-                                                           human_demo=human_demo_to_msg(demo)), timeout_s=400)
+                                                           human_demo=in_mocap), timeout_s=400)
     bag = read_bag(result.trial_bag_path)
     assert bag.complete and bag.metadata["method"]["sampler"] == "human_demo", result.status.reason
-    np.testing.assert_allclose(bag.metadata["method"]["human_demo"]["keypoints_m"], demo.keypoints_m)
+    np.testing.assert_allclose(bag.metadata["method"]["human_demo"]["keypoints_m"], demo.keypoints_m, atol=1e-9)
+    assert bag.metadata["method"]["human_demo"]["frame_id"] == "world"  # moved by /tf before planning
     assert result.stage != "grasp_planning", result.status.reason  # the demonstration was transferred and planned
     time.sleep(0.5)
     assert stack[0].process.poll() is None

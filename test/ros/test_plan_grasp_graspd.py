@@ -1,7 +1,11 @@
 """A plan_grasp node process with graspd parameters serves graspd goals (feedback, physics-score ranking, and ranking
-by the simulation evaluator) and human_demo goals (a demonstration message in, its grasp out; bad ones refused)."""
+by the simulation evaluator) and human_demo goals (a demonstration message in, its grasp out, from another frame by
+/tf; bad ones refused)."""
+
+import time
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from getagrip_ros.objects.primitives import box_surface_points, cylinder_surface_points
 
@@ -15,8 +19,12 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
     from getagrip_interfaces.action import PlanGrasp
     from getagrip_interfaces.msg import Status
     from getagrip_ros.paths import config_path
+    from builtin_interfaces.msg import Time
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from tf2_msgs.msg import TFMessage
+
     from getagrip_ros.ros.client import call_action
-    from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2
+    from getagrip_ros.ros.conversions import grasp_msgs_to_core, numpy_to_point_cloud2, transform_stamped_from_matrix
     from getagrip_ros.ros.processes import NodeProcess
     from getagrip_ros.ros.stage_messages import human_demo_to_msg
 
@@ -45,6 +53,32 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
                                   human_demo=human_demo_to_msg(demo))
             goal.point_cloud = numpy_to_point_cloud2(cylinder_surface_points(0.04, 0.10, (0.65, 0.0)), "world")
             demo_status, demo_result = call_action(rclpy_node, client, goal, timeout_s=90)
+            # the same demonstration from a motion-capture frame on /tf_static, and from a tracker frame that moves
+            # on /tf, at the demonstration's stamp (between two samples: interpolated)
+            T_world_mocap = np.eye(4)
+            T_world_mocap[:3, :3] = Rotation.from_rotvec([0.3, -0.2, 1.2]).as_matrix()
+            T_world_mocap[:3, 3] = [0.2, -0.5, 0.9]
+            static_pub = rclpy_node.create_publisher(TFMessage, "/tf_static", QoSProfile(
+                depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            static_pub.publish(TFMessage(transforms=[transform_stamped_from_matrix(T_world_mocap, "world", "mocap")]))
+            from_frames = {}
+            goal.human_demo = human_demo_to_msg(demo.transformed(np.linalg.inv(T_world_mocap), "mocap"))
+            from_frames["mocap"] = call_action(rclpy_node, client, goal, timeout_s=90)
+            tf_pub = rclpy_node.create_publisher(TFMessage, "/tf", 10)
+            deadline = time.monotonic() + 10
+            while tf_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            T_world_tracker = [T_world_mocap.copy(), T_world_mocap.copy()]
+            T_world_tracker[1][:3, 3] += [0.2, 0.0, 0.0]  # the tracker moved 20 cm in 1 s; the demo is at 0.5 s
+            tf_pub.publish(TFMessage(transforms=[transform_stamped_from_matrix(T, "world", "tracker", Time(sec=100 + i))
+                                                 for i, T in enumerate(T_world_tracker)]))
+            T_world_tracker_at_demo = T_world_mocap.copy()
+            T_world_tracker_at_demo[:3, 3] += [0.1, 0.0, 0.0]
+            goal.human_demo = human_demo_to_msg(demo.transformed(np.linalg.inv(T_world_tracker_at_demo), "tracker"))
+            goal.human_demo.header.stamp = Time(sec=100, nanosec=500_000_000)
+            from_frames["tracker"] = call_action(rclpy_node, client, goal, timeout_s=90)
+            goal.human_demo.header.stamp = Time(sec=105)  # no sample near this time: refused, no extrapolation
+            from_frames["tracker_later"] = call_action(rclpy_node, client, goal, timeout_s=30)
             refused = []
             for change in ({"frame_id": "camera"}, {"nan": True}, {"format": ""}):
                 bad = human_demo_to_msg(demo)
@@ -69,7 +103,16 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
         assert "transferred from the human demonstration" in demo_result.status.reason and len(demo_result.grasps) == 1
         transferred, _ = grasp_msgs_to_core(list(demo_result.grasps))
         assert transferred.frame_id == "world" and transferred.palm_position_m[0, 1] < -0.03  # on the can's -y side
+        for frame in ("mocap", "tracker"):
+            frame_status, frame_result = from_frames[frame]
+            assert frame_status == GoalStatus.STATUS_SUCCEEDED, (frame, frame_result.status.reason)
+            moved, _ = grasp_msgs_to_core(list(frame_result.grasps))
+            assert moved.frame_id == "world"  # planned in the object's frame: the same grasp as from fr3_link0
+            np.testing.assert_allclose(moved.palm_position_m, transferred.palm_position_m, atol=0.005)
+        later = from_frames["tracker_later"][1].status
+        assert later.code == Status.INVALID_GOAL and "not at 105.000 s" in later.reason, later.reason
         assert all(s.code == Status.INVALID_GOAL for s in refused), [s.reason for s in refused]
-        assert "frame 'camera', unknown to this node" in refused[0].reason and "NaN" in refused[1].reason
+        assert "frame 'camera': no transform from 'camera' to 'world'" in refused[0].reason, refused[0].reason
+        assert "'mocap'" in refused[0].reason.split("known frames:")[1] and "NaN" in refused[1].reason
         assert "needs a human demonstration" in refused[2].reason
     assert server.process.returncode == 0, server.output()
