@@ -20,6 +20,8 @@ def test_demo_runs_the_whole_task_and_writes_the_bag_and_the_report(tmp_path, ca
     assert "LIFTED the object" in out and "agrees with the executor" in out
     bags = list((tmp_path / "trials").iterdir())
     assert len(bags) == 1 and read_bag(bags[0]).outcome["success"]
+    method = read_bag(bags[0]).metadata["method"]  # the default: what a user's make demo and launch run
+    assert (method["sampler"], method["evaluator"]) == ("fixed_graspd", "geometry>sim"), method
     png = Path(tmp_path / "report.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
     video = bags[0] / f"{bags[0].name}.mp4"  # the trial's video beside its bag, by default

@@ -95,12 +95,12 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
                    profiles=("hardware", "robot", "perception")),
     LaunchArgument("perception", "depth", "perception backend of grasp_object goals: depth or nerf",
                    (("grasp_task", "task.perception"),)),
-    LaunchArgument("sampler", "fixed", "grasp sampler of grasp_object goals (fixed, diffusion, heuristic, graspd; fixed_graspd with geometry>sim)",
+    LaunchArgument("sampler", "fixed_graspd", "grasp sampler of grasp_object goals (fixed_graspd with geometry>sim; fixed, diffusion, heuristic, graspd)",
                    (("grasp_task", "task.sampler"),)),
-    LaunchArgument("evaluator", "geometry", "grasp evaluator of grasp_object goals (geometry, bps, bps+geometry, geometry>sim, nerf, sim, none)",
+    LaunchArgument("evaluator", "geometry>sim", "grasp evaluator of grasp_object goals (geometry>sim, geometry, bps, bps+geometry, nerf, sim, none)",
                    (("grasp_task", "task.evaluator"),)),
     LaunchArgument("planner", "ompl", "arm motion planner: ompl (CPU) or curobo (GPU)", (("grasp_task", "task.planner"),)),
-    LaunchArgument("plan_with_mesh", "false", "send perception's fused mesh with the cloud to plan_grasp (graspd and "
+    LaunchArgument("plan_with_mesh", "true", "send perception's fused mesh with the cloud to plan_grasp (graspd and "
                    "fixed_graspd: their SDF and the sim evaluator's model from the mesh)", (("grasp_task", "task.plan_with_mesh"),),
                    kind=bool),
     LaunchArgument("bps_evaluator", "shipped", "BPS evaluator checkpoint (a file or 'shipped')",

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from getagrip_ros.task.config import GraspTaskConfig
+
 
 def _pairs(items: list[str], what: str) -> dict[str, object]:
     out = {}
@@ -85,7 +87,6 @@ def _benchmark(args: argparse.Namespace) -> int:
     from getagrip_ros.status import StatusCode
     from getagrip_ros.task.benchmark import (BenchmarkProtocol, check_protocol, load_protocol, resolve_objects,
                                              run_benchmark)
-    from getagrip_ros.task.config import GraspTaskConfig
 
     if args.protocol:
         protocol = load_protocol(args.protocol)
@@ -224,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--perception", default="depth", help="depth | nerf")
     bench.add_argument("--num-images", type=int, default=100)
     bench.add_argument("--num-grasps", type=int, default=40)
-    bench.add_argument("--plan-with-mesh", action="store_true",
-                       help="send perception's mesh with the cloud to grasp planning (graspd: its SDF from the mesh)")
+    bench.add_argument("--plan-with-mesh", action=argparse.BooleanOptionalAction, default=GraspTaskConfig.plan_with_mesh,
+                       help="send perception's mesh with the cloud to grasp planning (graspd and fixed_graspd: their SDF "
+                            "and the sim evaluator's model from the mesh; the other samplers plan on the cloud either way)")
     bench.add_argument("--human-demos", type=Path,
                        help="human_demo+... methods: a folder with a demonstration per object (<object>[__<kind>].json, "
                             "world frame; e.g. docs/human_demo/demos)")

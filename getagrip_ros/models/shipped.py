@@ -33,13 +33,14 @@ def shipped_available(*settings: str) -> bool:
     return all(setting in SHIPPED_FILES and (WEIGHTS_DIR / SHIPPED_FILES[setting]).is_file() for setting in settings)
 
 
-def default_method() -> tuple[str, str]:
-    """(sampler, evaluator) of the CLI and the demo: the shipped fixed set ranked by the shipped geometry evaluator
-    (the best method of the evidence in MODEL_CARD.md), else by the BPS evaluator, or the geometric sampler unranked
-    where the shipped models are missing."""
+def default_method(quick: bool = False) -> tuple[str, str]:
+    """(sampler, evaluator) of the whole task (the demo, as grasp_task's defaults): the shipped fixed set ranked by the
+    shipped geometry evaluator and pooled with Grasp'D's synthesis, all verified in simulation (the best method of the
+    whole-task benchmark, ~40 s a plan on one core). `quick` (the planning CLI's default): the fixed set ranked by the
+    geometry evaluator alone (~1 s). Without the geometry evaluator the fixed set ranked by the BPS evaluator, or the
+    geometric sampler unranked where the shipped models are missing."""
     if not shipped_available("fixed_grasps"):
         return ("heuristic", "none")
-    for evaluator in ("geometry", "bps"):
-        if shipped_available(f"{evaluator}_evaluator"):
-            return ("fixed", evaluator)
-    return ("fixed", "none")
+    if shipped_available("geometry_evaluator"):
+        return ("fixed", "geometry") if quick else ("fixed_graspd", "geometry>sim")
+    return ("fixed", "bps") if shipped_available("bps_evaluator") else ("fixed", "none")

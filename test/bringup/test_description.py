@@ -72,9 +72,9 @@ def test_every_launch_file_reads_an_existing_profile():
 def test_launch_arguments_reach_the_right_node_parameters():
     sim = profile("sim")
     params = node_parameters(sim, {"object": "tabletop20/cube", "evaluator": "none", "work_dir": "/w",
-                                   "publish_robot": "false", "use_sim_time": "true", "plan_with_mesh": "true"})
-    assert params["grasp_task"]["task.plan_with_mesh"] is True
-    assert "task.plan_with_mesh" not in node_parameters(sim, {})["grasp_task"]  # the parameter file's false stands
+                                   "publish_robot": "false", "use_sim_time": "true", "plan_with_mesh": "false"})
+    assert params["grasp_task"]["task.plan_with_mesh"] is False
+    assert "task.plan_with_mesh" not in node_parameters(sim, {})["grasp_task"]  # the parameter file's true stands
     assert params["robot"]["sim.object_name"] == "tabletop20/cube" and "object_label" not in params["grasp_task"]
     assert params["grasp_task"]["task.evaluator"] == "none" and params["grasp_task"]["task.work_dir"] == "/w"
     assert params["robot"]["backend"] == "sim" and params["robot"]["publish_camera_tf"] is True  # no robot_state_publisher
@@ -156,10 +156,11 @@ def test_every_dotted_target_is_a_parameter_of_its_node():
     assert all(p["data_roots"] == ["/data/w"] for p in work_dir.values())
 
 
-def test_the_readme_lists_every_launch_argument():
+def test_the_readme_lists_every_launch_argument_with_its_default():
     readme = (ROOT / "README.md").read_text()
     for argument in LAUNCH_ARGUMENTS:
-        assert f"`{argument.name}`" in readme, argument.name
+        default = argument.default or "''"
+        assert f"| `{argument.name}` | `{default}` |" in readme, argument.name
 
 
 def test_bringup_arguments_use_the_same_files_and_overrides(tmp_path):

@@ -43,7 +43,7 @@ def test_shipped_checkpoints_load_as_the_models_they_claim():
 
 
 def test_the_planner_ranks_with_the_shipped_models_by_default():
-    assert default_method() == ("fixed", "geometry")
+    assert default_method() == ("fixed_graspd", "geometry>sim") and default_method(quick=True) == ("fixed", "geometry")
     planner = GraspPlanner(GraspPlannerConfig(num_samples=400, models=ModelFiles()))  # every model "shipped"
     cloud = box_surface_points()  # a 6 x 6 x 12 cm box at x = 0.65 m
     for sampler, evaluator in (("fixed", "bps"), ("diffusion", "bps"), ("fixed", "geometry")):

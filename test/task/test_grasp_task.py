@@ -32,12 +32,14 @@ def stages():
 
 @pytest.fixture
 def config(tmp_path):
-    return GraspTaskConfig(trials_dir=str(tmp_path), work_dir=str(tmp_path / "work"), num_images=24, num_grasps=20)
+    """The quick method (fixed+geometry, ~1 s a plan): these tests are about the task; cube_trial runs the default."""
+    return GraspTaskConfig(trials_dir=str(tmp_path), work_dir=str(tmp_path / "work"), num_images=24, num_grasps=20,
+                           sampler="fixed", evaluator="geometry", plan_with_mesh=False)
 
 
 @pytest.fixture(scope="module")
 def cube_trial(stages, tmp_path_factory):
-    """One whole trial that lifts the cube: (result, feedback seen, config, trials folder)."""
+    """One whole trial with the default method that lifts the cube: (result, feedback seen, config, trials folder)."""
     tmp_path = tmp_path_factory.mktemp("cube")
     config = GraspTaskConfig(trials_dir=str(tmp_path), work_dir=str(tmp_path / "work"), num_images=24, num_grasps=20)
     seen = []
@@ -58,7 +60,7 @@ def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(cube_trial):
     bag = read_bag(tmp_path / "cube_01")
     assert bag.complete and bag.outcome["success"] and bag.outcome["scorer_agrees"]
     meta = bag.metadata
-    assert meta["object"] == "tabletop20/cube" and meta["method"]["sampler"] == config.sampler
+    assert meta["object"] == "tabletop20/cube" and meta["method"]["sampler"] == "fixed_graspd" == config.sampler
     assert meta["config_hash"] == config.hash() and "mujoco" in meta["versions"] and meta["seed"] == config.seed
     counts = {t: len(bag.topic(t)) for t in ("/camera/image_raw", "/camera/camera_info", "/tf", "/object/points", "/object/bps",
                                              "/grasps/candidates", "/grasps/chosen", "/motion/approach", "/motion/lift",
