@@ -79,6 +79,11 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
             from_frames["tracker"] = call_action(rclpy_node, client, goal, timeout_s=90)
             goal.human_demo.header.stamp = Time(sec=105)  # no sample near this time: refused, no extrapolation
             from_frames["tracker_later"] = call_action(rclpy_node, client, goal, timeout_s=30)
+            broken = transform_stamped_from_matrix(np.eye(4), "world", "broken")
+            broken.transform.rotation.w = 0.0  # a zero quaternion: skipped with a warning, the node serves on
+            tf_pub.publish(TFMessage(transforms=[broken]))
+            goal.human_demo = human_demo_to_msg(demo.transformed(np.eye(4), "broken"))
+            from_frames["broken"] = call_action(rclpy_node, client, goal, timeout_s=30)
             refused = []
             for change in ({"frame_id": "camera"}, {"nan": True}, {"format": ""}):
                 bad = human_demo_to_msg(demo)
@@ -111,6 +116,9 @@ def test_a_plan_grasp_node_with_graspd_parameters_serves_a_graspd_goal(ros_env, 
             np.testing.assert_allclose(moved.palm_position_m, transferred.palm_position_m, atol=0.005)
         later = from_frames["tracker_later"][1].status
         assert later.code == Status.INVALID_GOAL and "not at 105.000 s" in later.reason, later.reason
+        broken = from_frames["broken"][1].status
+        assert broken.code == Status.INVALID_GOAL and "no transform names frame 'broken'" in broken.reason, broken.reason
+        assert "skipped the transform 'world' -> 'broken': pose quaternion is zero" in server.output()
         assert all(s.code == Status.INVALID_GOAL for s in refused), [s.reason for s in refused]
         assert "frame 'camera': no transform from 'camera' to 'world'" in refused[0].reason, refused[0].reason
         assert "'mocap'" in refused[0].reason.split("known frames:")[1] and "NaN" in refused[1].reason
