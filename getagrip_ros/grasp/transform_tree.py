@@ -104,7 +104,10 @@ class TransformTree:
     def frames(self) -> list[str]:
         """Every frame named by a transform, sorted."""
         with self._lock:
-            return sorted(set(self._edges) | {e.parent for e in self._edges.values()})
+            return self._frames()
+
+    def _frames(self) -> list[str]:
+        return sorted(set(self._edges) | {e.parent for e in self._edges.values()})
 
     def lookup(self, target: str, source: str, time_s: float | None = None) -> np.ndarray:
         """``T_target_source`` (4, 4): the pose of `source` in `target` at `time_s` (None: the newest samples).
@@ -114,11 +117,11 @@ class TransformTree:
         if target == source:
             return np.eye(4)
         with self._lock:
-            known = set(self._edges) | {e.parent for e in self._edges.values()}
+            known = self._frames()
             missing = [f for f in (source, target) if f not in known]
             if missing:
                 raise TransformLookupError(f"no transform names frame {missing[0]!r} (known frames: "
-                                           f"{sorted(known) if known else 'none yet'})")
+                                           f"{known or 'none yet'})")
             source_chain, target_chain = self._chain(source), self._chain(target)
             common = next((f for f in source_chain if f in target_chain), None)
             if common is None:

@@ -30,7 +30,7 @@ from getagrip_interfaces.action import (
 from getagrip_interfaces.msg import ObjectState
 from getagrip_ros.execution.executor import ExecutionResult
 from getagrip_ros.perception.capture import CaptureRequest
-from getagrip_ros.grasp.transform_tree import TransformLookupError, TransformTreeConfig
+from getagrip_ros.grasp.transform_tree import TransformTreeConfig
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.planning.planner import DEMONSTRATION_SAMPLERS, PlanRequest
 from getagrip_ros.robot.allegro import AllegroHand
@@ -44,11 +44,11 @@ from getagrip_ros.ros.conversions import grasp_msgs_to_core, grasps_to_msgs, mat
 from getagrip_ros.ros.markers import grasp_markers, outcome_marker, palm_path_m, path_marker
 from getagrip_ros.ros.params import declare_config
 from getagrip_ros.ros.spin import spin_node
-from getagrip_ros.ros.tf_listener import TfListener
 from getagrip_ros.ros.stage_messages import (
     capture_goal, execute_goal, extract_goal, human_demo_from_msg, motion_goal, nerf_goal, plan_goal, reset_goal,
     stages_from_msgs,
 )
+from getagrip_ros.ros.tf_listener import TfListener
 from getagrip_ros.status import StatusCode
 from getagrip_ros.task.config import PERCEPTION_BACKENDS, GraspTaskConfig
 from getagrip_ros.task.grasp_task import GraspTask, TrialObject, check_trial_name, trial_name
@@ -285,14 +285,10 @@ class GraspTaskNode(StackNode):
         if (config.sampler in DEMONSTRATION_SAMPLERS) != (demo is not None):
             raise ValueError(f"the {config.sampler} sampler needs a human demonstration" if demo is None else
                              f"a human demonstration is used by the human_demo sampler only, not by {config.sampler!r}")
-        if demo is None or demo.frame_id in (self.config.world_frame, "fr3_link0"):
-            return None if demo is None else demo.transformed(np.eye(4), self.config.world_frame)
-        try:
-            T_world_demo = self.tf.lookup(self.config.world_frame, demo.frame_id, goal.human_demo.header.stamp,
-                                          self.closing.is_set)
-        except TransformLookupError as err:
-            raise ValueError(f"the human demonstration is in frame {demo.frame_id!r}: {err}") from None
-        return demo.transformed(T_world_demo, self.config.world_frame)
+        if demo is None:
+            return None
+        return self.tf.demonstration_in(demo, self.config.world_frame, goal.human_demo.header.stamp,
+                                        (self.config.world_frame, "fr3_link0"), self.closing.is_set)
 
     def execute(self, goal_handle) -> GraspObject.Result:
         goal = goal_handle.request

@@ -18,13 +18,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-import numpy as np
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from visualization_msgs.msg import MarkerArray
 
 from getagrip_interfaces.action import PlanGrasp
-from getagrip_ros.grasp.transform_tree import TransformLookupError, TransformTreeConfig
-from getagrip_ros.human_demo.demonstration import HumanDemonstration
+from getagrip_ros.grasp.transform_tree import TransformTreeConfig
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig
 from getagrip_ros.ros.actions import RunningGoal, StackNode, accepting_action_server, end_goal
 from getagrip_ros.ros.conversions import planned_grasps_to_msgs, timings_to_msgs
@@ -78,21 +76,6 @@ class PlanGraspNode(StackNode):
         self.server = accepting_action_server(self, PlanGrasp, "plan_grasp", self.execute)
         self.get_logger().info(f"plan_grasp ready (device {self.config.device}, {self.config.num_samples} samples)")
 
-    def _demonstration_in_object_frame(self, request, stamp) -> HumanDemonstration | None:
-        """The goal's demonstration in the object's frame: the object frames are all the robot base (identity); any
-        other frame is looked up on /tf at the demonstration's `stamp` (ValueError with the reason when it is not
-        there)."""
-        demo = request.human_demo
-        if demo is None or demo.frame_id == request.frame_id:
-            return demo
-        if demo.frame_id in self.config.object_frames and request.frame_id in self.config.object_frames:
-            return demo.transformed(np.eye(4), request.frame_id)
-        try:
-            T_object_demo = self.tf.lookup(request.frame_id, demo.frame_id, stamp, self.closing.is_set)
-        except TransformLookupError as err:
-            raise ValueError(f"the human demonstration is in frame {demo.frame_id!r}: {err}") from None
-        return demo.transformed(T_object_demo, request.frame_id)
-
     def _wait_turn(self, goal: RunningGoal) -> tuple[StatusCode, str] | None:
         """Join the queue and wait to be its head; returns (status, reason) if the goal ends before planning."""
         token = object()
@@ -127,7 +110,10 @@ class PlanGraspNode(StackNode):
             if (request.points_m is not None or request.mesh_path) and request.frame_id not in self.config.object_frames:
                 raise ValueError(f"the object data is in frame {request.frame_id!r}; this node plans in "
                                  f"{list(self.config.object_frames)} (z up, the table top at z = 0): transform it first")
-            request.human_demo = self._demonstration_in_object_frame(request, goal_handle.request.human_demo.header.stamp)
+            if request.human_demo is not None:  # into the object's frame (the object frames are all the robot base)
+                request.human_demo = self.tf.demonstration_in(request.human_demo, request.frame_id,
+                                                              goal_handle.request.human_demo.header.stamp,
+                                                              self.config.object_frames, self.closing.is_set)
         except (ValueError, TypeError) as err:  # UnsafeFile included
             return end_goal(self, goal_handle, result, StatusCode.INVALID_GOAL, f"malformed goal: {err}")
         with self.running(goal_handle, "plan_grasp") as goal:

@@ -16,6 +16,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from tf2_msgs.msg import TFMessage
 
 from getagrip_ros.grasp.transform_tree import TransformLookupError, TransformTree, TransformTreeConfig
+from getagrip_ros.human_demo.demonstration import HumanDemonstration
 from getagrip_ros.ros.conversions import matrix_from_pose
 
 POLL_S = 0.05
@@ -65,6 +66,17 @@ class TfListener:
                     raise TransformLookupError(f"no transform from {source!r} to {target!r} on /tf or /tf_static "
                                                f"after {self.config.wait_s:g} s: {err}") from None
             time.sleep(POLL_S)
+
+    def demonstration_in(self, demo: HumanDemonstration, target: str, stamp, same_frames: tuple[str, ...] = (),
+                         stop=lambda: False) -> HumanDemonstration:
+        """`demo` moved into `target` by the transforms at `stamp` (frames of `same_frames` are one frame: the
+        robot base under two names). ValueError naming the demonstration's frame when no transform joins them."""
+        if demo.frame_id == target or (demo.frame_id in same_frames and target in same_frames):
+            return demo.transformed(np.eye(4), target)
+        try:
+            return demo.transformed(self.lookup(target, demo.frame_id, stamp, stop), target)
+        except TransformLookupError as err:
+            raise ValueError(f"the human demonstration is in frame {demo.frame_id!r}: {err}") from None
 
 
 def _as_pose(transform: Transform) -> Pose:
