@@ -27,8 +27,9 @@ side; the time includes the SDF's build). Everything is printed per object and s
     python benchmarks/bench_graspd.py --limit 8 --methods graspd,graspd_no_relaxation,graspd_no_coarse_to_fine,graspd_no_leak
     python benchmarks/bench_graspd.py --speed --threads 2   # ms per step, with the machine's matmul rate
 
-`--per-grasp` also writes each grasp's labels, physics score and ranking features (the opposition of the thumb,
-the smallest gaps of the forbidden and the other links to the object and the table at the pre-grasp and closed).
+`--per-grasp` also writes each grasp's labels, physics score, ranking features (the opposition of the thumb,
+the smallest gaps of the forbidden and the other links to the object and the table at the pre-grasp and closed)
+and its 37-D pre-grasp vector (world frame), so rankings can be compared offline (`rank_graspd.py`).
 """
 
 from __future__ import annotations
@@ -164,7 +165,9 @@ def run_object(spec, methods: list[str], base: GenerationConfig, metric_sdf: SDF
                 row["per_grasp"] = {"y_pgs": y.tolist(), "y_coll": [label.y_coll for label in labels],
                                     "y_pick": [label.y_pick for label in labels],
                                     "score": None if score is None else score.tolist(),
-                                    **{k: v.tolist() for k, v in geo.items()}}
+                                    **{k: v.tolist() for k, v in geo.items()},
+                                    # the pre-grasps themselves (world frame, public 37-D layout), to rank offline
+                                    "grasp_vector": np.round(grasps.to_vector().double().numpy(), 6).tolist()}
             out["methods"][method] = row
             print(f"{name:26s} {method:26s} {len(y):3d} grasps {made_s:6.1f} s  y_PGS {row['mean_y_pgs']:.3f} "
                   f">=0.9 {row['good_share']:.2f}  top5 {row['top5_success']:.2f} (best5 {row['oracle5_success']:.2f})  "

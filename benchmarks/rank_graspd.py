@@ -11,7 +11,19 @@ the best 5 (oracle). Rankings (lower first):
 
 It also prints each feature's within-object Spearman correlation with y_PGS, y_coll and y_pick.
 
+``--closing`` (runs written with the grasps' vectors, 2026-12-04 on) adds features of the protocol's closing computed on
+the object's SDF alone, without a simulator: every pre-grasp, unperturbed and under ``--perturbations`` draws of the
+labels' wrist noise, has each fingertip cast along its closing direction for the 5 cm the labels close; the fingers
+that reach the surface give contacts (point, inward normal) whose epsilon-quality (mu 0.5) is taken. Features: the
+mean epsilon, the share of draws in force closure, the mean number of fingers (and of thumbs) that reach, the mean
+travel to the surface, the smallest cosine of a closing direction with the inward normal. Each is tried added to the
+score, and all of them in a ridge ranking trained leave-one-object-out.
+
+``--relabel`` labels the best 5 by the written labels (the oracle) and the top 5 by the score again, with fresh label
+noise: the oracle's own labels are biased up (the best 5 of 32 noisy 5-trial estimates), the fresh ones are not.
+
     python benchmarks/rank_graspd.py docs/graspd/ranking_validation.json
+    python benchmarks/rank_graspd.py docs/graspd/ranking_validation_flex.json --closing --relabel
 """
 
 from __future__ import annotations
@@ -22,7 +34,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 from scipy.stats import spearmanr
+
+from bench_graspd import distance_along
 
 FEATURES = ("opposition", "distal_gap_pregrasp_mm", "forbidden_gap_pregrasp_mm", "distal_gap_closed_mm",
             "forbidden_gap_closed_mm", "penetration_depth_mm", "contact_area_cm2", "penetration_volume_cm3")
@@ -41,15 +56,126 @@ def load(paths: list[Path]) -> list[tuple[str, dict[str, np.ndarray]]]:
     return objects
 
 
+def closing_features(objects, perturbations: int) -> None:
+    """Add the ``--closing`` features (module docstring) to every object's grasps, in place."""
+    from getagrip_ros.data.generate import GenerationConfig
+    from getagrip_ros.data.labels import LabelConfig
+    from getagrip_ros.grasp.grasp import Grasp
+    from getagrip_ros.grasp.perturb import perturb_grasps
+    from getagrip_ros.grasp.quality import epsilon_quality
+    from getagrip_ros.objects.catalog import object_by_name
+    from getagrip_ros.objects.mesh_object import prepare_object
+    from getagrip_ros.sim.world import SimWorld
+    from getagrip_ros.synthesis.hand_model import AllegroModelConfig, allegro_hand_model
+    from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
+
+    base, labels = GenerationConfig(), LabelConfig()
+    hand = allegro_hand_model(AllegroModelConfig(contact_links="all"))
+    generator = torch.Generator().manual_seed(0)
+    for title, g in objects:
+        name = title.split(" (")[0]
+        prepared = prepare_object(object_by_name(name), base.prepare)
+        with SimWorld(base.scene, prepared, base.placement) as world:  # the object where the labels had it
+            mesh = prepared.mesh.copy()
+            mesh.apply_transform(world.object_pose())
+        sdf = ObjectSDF.from_mesh(mesh, SDFConfig(), frame_id="world")
+        centre = mesh.center_mass
+        radius = float(np.linalg.norm(mesh.vertices - centre, axis=1).max())
+        grasps = Grasp.from_vector(torch.as_tensor(g["grasp_vector"]), "world").to("cpu", torch.float64)
+        draws = [grasps] + [perturb_grasps(grasps, labels.perturbation, generator) for _ in range(perturbations)]
+        eps, reach, travel, cosine = [], [], [], []
+        for draw in draws:
+            tips = hand.fingertip_points(hand.link_poses(draw.T_frame_palm, draw.joint_angles_rad))
+            d = draw.fingertip_directions / draw.fingertip_directions.norm(dim=-1, keepdim=True)
+            t = distance_along(sdf, tips, d, labels.close_distance_m + 0.01, iterations=30)
+            points = tips + t[..., None] * d
+            distance, normal = sdf.query(points)
+            hit = ((t < labels.close_distance_m) & (distance.abs() < 0.002)).numpy()
+            points, inward = points.numpy(), -normal.numpy()
+            eps.append([epsilon_quality(points[b][hit[b]], inward[b][hit[b]], centre, radius) if hit[b].sum() >= 2
+                        else 0.0 for b in range(len(draw))])
+            reach.append(hit)
+            travel.append(np.where(hit, t.numpy(), labels.close_distance_m))
+            cosine.append(np.where(hit, -(normal * d).sum(-1).numpy(), 0.0))
+        eps, reach = np.asarray(eps), np.asarray(reach)
+        g.update({"eps_unperturbed": eps[0], "eps_mean": eps.mean(0), "force_closure_share": (eps > 0).mean(0),
+                  "fingers_reaching": reach.sum(-1).mean(0), "thumb_reaching": reach[..., -1].mean(0),
+                  "travel_mm": 1e3 * np.asarray(travel).mean((0, 2)), "cos_min": np.asarray(cosine).min(-1).mean(0)})
+        print(f"  closing features: {name}", flush=True)
+
+
+def relabel(objects) -> dict[str, float]:
+    """Fresh labels (another noise seed) of each object's best 5 by its written y_PGS and top 5 by its score."""
+    from getagrip_ros.data.generate import GenerationConfig
+    from getagrip_ros.data.labels import label_grasps
+    from getagrip_ros.grasp.grasp import Grasp
+    from getagrip_ros.objects.catalog import object_by_name
+    from getagrip_ros.objects.mesh_object import prepare_object
+    from getagrip_ros.robot.allegro import AllegroHand
+    from getagrip_ros.sim.world import SimWorld
+
+    base, allegro = GenerationConfig(), AllegroHand()
+    fresh = {"best 5 (oracle)": [], "physics_score": []}
+    for i, (title, g) in enumerate(objects):
+        prepared = prepare_object(object_by_name(title.split(" (")[0]), base.prepare)
+        grasps = Grasp.from_vector(torch.as_tensor(g["grasp_vector"], dtype=torch.float32), "world")
+        picks = {"best 5 (oracle)": np.argsort(-g["y_pgs"], kind="stable")[:5],
+                 "physics_score": np.argsort(g["score"], kind="stable")[:5]}
+        with SimWorld(base.scene, prepared, base.placement) as world:
+            for name, index in picks.items():
+                labels = label_grasps(world, grasps[torch.as_tensor(index)], allegro, base.labels,
+                                      torch.Generator().manual_seed(10_000 + i))
+                fresh[name].append(np.mean([label.y_pgs for label in labels]))
+        print(f"  relabelled: {title}: oracle {g['y_pgs'][picks['best 5 (oracle)']].mean():.2f} -> "
+              f"{fresh['best 5 (oracle)'][-1]:.2f}, score {g['y_pgs'][picks['physics_score']].mean():.2f} -> "
+              f"{fresh['physics_score'][-1]:.2f}", flush=True)
+    return {name: float(np.mean(values)) for name, values in fresh.items()}
+
+
+CLOSING = ("eps_unperturbed", "eps_mean", "force_closure_share", "fingers_reaching", "thumb_reaching", "travel_mm", "cos_min")
+
+
+def ridge_top5(objects, keys: tuple[str, ...], alpha: float) -> float:
+    """Top 5 of a linear ranking of the score and `keys`, trained on the other objects (features standardised and
+    centred within each object, target y_PGS centred within each object)."""
+    def features(g):
+        return np.stack([np.nan_to_num(g[k], posinf=10.0) for k in ("score", *keys)], 1)
+
+    every = np.concatenate([features(g) for _, g in objects])
+    mu, sd = every.mean(0), every.std(0) + 1e-9
+
+    def centred(g):
+        x = (features(g) - mu) / sd
+        return x - x.mean(0)
+
+    tops = []
+    for i, (_, g) in enumerate(objects):
+        others = [o for j, (_, o) in enumerate(objects) if j != i]
+        X = np.concatenate([centred(o) for o in others])
+        y = np.concatenate([o["y_pgs"] - o["y_pgs"].mean() for o in others])
+        w = np.linalg.solve(X.T @ X + alpha * np.eye(X.shape[1]), X.T @ y)
+        tops.append(g["y_pgs"][np.argsort(-(centred(g) @ w), kind="stable")[:5]].mean())
+    return float(np.mean(tops))
+
+
 def top5(objects, rank) -> float:
     return float(np.mean([g["y_pgs"][np.argsort(rank(g), kind="stable")[:5]].mean() for _, g in objects]))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="bench_graspd.py --per-grasp JSON outputs")
+    parser.add_argument("runs", nargs="*", type=Path, default=[Path("docs/graspd/ranking_validation_flex.json")],
+                        help="bench_graspd.py --per-grasp JSON outputs (default: the committed validation run)")
+    parser.add_argument("--closing", action="store_true", help="add the closing features (needs grasp vectors)")
+    parser.add_argument("--perturbations", type=int, default=8, help="--closing: wrist-noise draws per grasp")
+    parser.add_argument("--relabel", action="store_true", help="label the oracle's and the score's top 5 again")
     args = parser.parse_args()
+    torch.set_num_threads(1)
     objects = load(args.runs)
+    if (args.closing or args.relabel) and (missing := [t for t, g in objects if "grasp_vector" not in g]):
+        raise SystemExit(f"--closing and --relabel need the grasps' vectors (runs from 2026-12-04 on): {missing[0]} has none")
+    if args.closing:
+        closing_features(objects, args.perturbations)
     print(f"{len(objects)} objects x {int(np.mean([len(g['y_pgs']) for _, g in objects]))} grasps")
     rows = [("random 5 (mean y_PGS)", float(np.mean([g["y_pgs"].mean() for _, g in objects]))),
             ("best 5 (oracle)", float(np.mean([np.sort(g["y_pgs"])[-5:].mean() for _, g in objects]))),
@@ -57,10 +183,20 @@ def main() -> None:
     for a, t in itertools.product((0.25, 0.5, 1.0, 2.0), (1.0, 2.0, 3.0, 5.0)):
         rows.append((f"+ clearance {a:g}/mm below {t:g} mm",
                      top5(objects, lambda g, a=a, t=t: g["score"] + a * np.maximum(t - g["distal_gap_pregrasp_mm"], 0))))
+    if args.closing:
+        for key in CLOSING:
+            for weight in (0.5, 1.0, 2.0, 4.0):  # the feature scaled to its largest value on the object
+                rows.append((f"score - {weight:g} x {key}/max", top5(objects, lambda g, k=key, w=weight: g["score"] - w * g[k]
+                                                                     / (np.abs(g[k]).max() + 1e-9))))
+        for alpha in (1.0, 10.0, 100.0):
+            rows.append((f"ridge on score + closing, alpha {alpha:g}", ridge_top5(objects, CLOSING, alpha)))
+            rows.append((f"ridge on score + closing + gaps, alpha {alpha:g}", ridge_top5(objects, CLOSING + FEATURES, alpha)))
+    if args.relabel:
+        rows += [(f"{name}, labelled again", value) for name, value in relabel(objects).items()]
     for name, value in rows:
-        print(f"{name:<36s} top 5 {100 * value:5.1f}%")
+        print(f"{name:<44s} top 5 {100 * value:5.1f}%")
     print(f"\n{'feature':<28s} Spearman with y_PGS / y_coll / y_pick (mean within objects)")
-    for feature in ("score",) + FEATURES:
+    for feature in ("score",) + FEATURES + (CLOSING if args.closing else ()):
         r = [[spearmanr(g[feature], g[y]).statistic for y in ("y_pgs", "y_coll", "y_pick")]
              for _, g in objects if feature in g and g["y_pgs"].std() > 0]
         if r:
