@@ -201,8 +201,9 @@ class GraspdSampler:
 
     def __init__(self, config: GraspdSamplerConfig = GraspdSamplerConfig(),
                  rotation_ok: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                 hand_model: HandModel | None = None) -> None:
+                 hand_model: HandModel | None = None, device: str | torch.device = "cpu") -> None:
         """rotation_ok: (B, 3, 3) palm orientations -> (B,) bool to start from (the planner's cable filter).
+        device: where the optimisation steps run (the planner's ``device``).
 
         Raises:
             ValueError: settings out of range (named).
@@ -213,7 +214,7 @@ class GraspdSampler:
                              f"{config.num_grasps}, {synthesis.num_steps}, {synthesis.chunk_steps}")
         if not 0.0 <= config.deadline_reserve_fraction < 1.0:
             raise ValueError(f"graspd: deadline_reserve_fraction must be in [0, 1), got {config.deadline_reserve_fraction}")
-        self.config, self.rotation_ok = config, rotation_ok
+        self.config, self.rotation_ok, self.device = config, rotation_ok, device
         self.hand_model = hand_model or graspd_hand_model(config.hand)
 
     def _starts(self, sdf: ObjectSDF, num: int, generator: torch.Generator, step: StepFn) -> Optional[torch.Tensor]:
@@ -258,7 +259,7 @@ class GraspdSampler:
         starts = self._starts(sdf, num, generator, step)
         options = SynthesisOptions(num_grasps=num, seed=seed, T_object_table=np.eye(4), should_stop=should_stop,
                                    progress=step, deadline_monotonic_s=deadline_monotonic_s,
-                                   initial_T_object_root=starts)
+                                   initial_T_object_root=starts, device=self.device)
         result = synthesize_grasps(self.hand_model, sdf, self.config.synthesis, options)
         if result.grasp is None:
             raise StageError(StatusCode.INTERNAL_ERROR, "the synthesis returned no Allegro grasps")

@@ -132,7 +132,7 @@ class GraspPlannerConfig:
     models: ModelFiles = field(default_factory=ModelFiles)
     closing: ClosingConfig = field(default_factory=ClosingConfig)
     device: str = "cpu"
-    """Where the learned models run (cpu or cuda:N)."""
+    """Where the learned models and graspd's optimisation steps run (cpu or cuda:N)."""
     max_plan_time_s: float = 600.0
     """Ceiling on one plan, whatever its timeout_s (0 there means this)."""
     max_refinement_iterations: int = 5000
@@ -382,7 +382,7 @@ class GraspPlanner:
                     cable, min_palm_normal_angle_from_up_deg=min(180.0, cable.min_palm_normal_angle_from_up_deg + margin),
                     max_finger_angle_from_forward_deg=max(0.0, cable.max_finger_angle_from_forward_deg - margin))
                 keep = (lambda R: cable_filter_rotation_mask(R, starts)) if cfg.apply_cable_filter else None
-                self._graspd = GraspdSampler(cfg.graspd, keep)
+                self._graspd = GraspdSampler(cfg.graspd, keep, device=cfg.device)
             return self._graspd
         if name == "nerf_diffusion":
             return DiffusionSampler(self._model("nerf_sampler", "NeRF diffusion sampler"), cfg.diffusion, self.hand,

@@ -12,6 +12,7 @@ in the object (SDF) frame; use :func:`pose_from_translation_rot6d` to build it f
 
 from __future__ import annotations
 
+import copy
 import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -169,7 +170,8 @@ def pose_from_translation_rot6d(translation_m: torch.Tensor, rot6d: torch.Tensor
 
 
 class HandModel:
-    """Any hand as the synthesis core sees it (all tensors float64 on the CPU; calls follow the input dtype).
+    """Any hand as the synthesis core sees it (all tensors float64, on the CPU unless moved by :meth:`to`; calls
+    follow the input dtype).
 
     Args:
         name: e.g. "allegro_right".
@@ -241,6 +243,15 @@ class HandModel:
         self.self_collision_pairs = self._reachable_pairs(torch.stack([sphere_i[~ignored], sphere_j[~ignored]], 1),
                                                           pair_screen_configurations, pair_screen_margin_m)
         """(P, 2) sphere index pairs on non-adjacent links that can come close: the pairs self-intersection looks at."""
+
+    def to(self, device: str | torch.device) -> "HandModel":
+        """A copy of the model with every tensor (and the kinematic tree) on `device`; this model is left as it is."""
+        moved = copy.copy(self)
+        moved.tree = copy.deepcopy(self.tree).to(device)
+        for name, value in vars(self).items():
+            if isinstance(value, torch.Tensor):
+                setattr(moved, name, value.to(device))
+        return moved
 
     def _reachable_pairs(self, pairs: torch.Tensor, num_configurations: int, margin_m: float) -> torch.Tensor:
         """The pairs that come within margin_m of touching in some of num_configurations random joint

@@ -143,6 +143,9 @@ class SynthesisOptions:
 
     num_grasps: int = 32
     seed: int = 0
+    device: str | torch.device = "cpu"
+    """Where the optimisation steps run ("cpu", "cuda", "cuda:1"; the planner passes its own ``device``). The starts,
+    the metrics and the pre-grasps are computed on the CPU, and every result is a CPU tensor either way."""
     T_object_table: Optional[np.ndarray] = field(default_factory=lambda: np.eye(4))
     """(4, 4) table frame in the object (SDF) frame; the hand stays above its z = 0. Default: the object frame of
     ``prepare_object`` (resting on z = 0); None: no table."""
@@ -160,8 +163,8 @@ class SynthesisOptions:
     initial_joint_angles_rad: Optional[torch.Tensor] = None
     """(B, J) joint starts instead of the open hand."""
     on_chunk: Optional[Callable[[int, HandState, LossTerms], None]] = None
-    """Called after every chunk with the step count, the (detached) variables and the loss terms of that chunk's
-    last step: for traces and pictures of the coarse-to-fine trajectory."""
+    """Called after every chunk with the step count, the (detached, CPU) variables and the loss terms of that chunk's
+    last step (on ``device``): for traces and pictures of the coarse-to-fine trajectory."""
 
 
 @dataclass
@@ -370,21 +373,29 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
     wrenches = axis_wrenches(config.task_wrenches, dtype)
     torque_length = _torque_length(sdf, config)
     num_contact = int(hand.contact_mask.sum())
-    translation = T0[:, :3, 3].to(dtype).clone().requires_grad_(True)
-    rot6d = rot6d_from_matrix(T0[:, :3, :3]).to(dtype).clone().requires_grad_(True)
-    q = q0.to(dtype).clone().requires_grad_(True)
-    normal_force_n = torch.zeros(B, num_contact, dtype=dtype, requires_grad=True)
+    # the steps run on `device` with a copy of the hand there; the SDF caches its grid per device itself
+    device = torch.device(options.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"synthesis device {options.device!r}: this machine has no CUDA device for torch")
+    hand_cpu, hand = hand, (hand if device.type == "cpu" else hand.to(device))
+    wrenches_cpu, wrenches = wrenches, wrenches.to(device)
+    T_table_cpu, T_table_object = T_table_object, None if T_table_object is None else T_table_object.to(device)
+    on = dict(dtype=dtype, device=device)
+    translation = T0[:, :3, 3].to(**on).clone().requires_grad_(True)
+    rot6d = rot6d_from_matrix(T0[:, :3, :3]).to(**on).clone().requires_grad_(True)
+    q = q0.to(**on).clone().requires_grad_(True)
+    normal_force_n = torch.zeros(B, num_contact, **on, requires_grad=True)
     # stored (B, K, 3, C) and used as its (B, K, C, 3) view: with the xyz axis outermost the elementwise work on
     # it and the sums over xyz run along contiguous memory (~10x faster on the CPU than xyz innermost)
-    tangential_store = torch.zeros(B, len(wrenches), 3, num_contact, dtype=dtype, requires_grad=True)
+    tangential_store = torch.zeros(B, len(wrenches), 3, num_contact, **on, requires_grad=True)
     groups = [(translation, config.lr_translation_m), (rot6d, config.lr_rotation), (q, config.lr_joints_rad),
               (normal_force_n, config.lr_force_n), (tangential_store, config.lr_force_n)]
     optimizer = torch.optim.Adamax([{"params": [p], "lr": lr} for p, lr in groups], betas=config.adamax_betas)
     base_lrs = [lr for _, lr in groups]
-    multipliers = torch.zeros(B, 2, dtype=dtype)  # task, joint limits
-    rates = torch.tensor([config.mdmm.task_rate, config.mdmm.limit_rate], dtype=dtype)
-    damping = torch.tensor([config.mdmm.task_damping, config.mdmm.limit_damping], dtype=dtype)
-    failed = torch.zeros(B, dtype=torch.bool)
+    multipliers = torch.zeros(B, 2, **on)  # task, joint limits
+    rates = torch.tensor([config.mdmm.task_rate, config.mdmm.limit_rate], **on)
+    damping = torch.tensor([config.mdmm.task_damping, config.mdmm.limit_damping], **on)
+    failed = torch.zeros(B, dtype=torch.bool, device=device)
     reasons: dict[int, str] = {}
     frozen = [p.detach().clone() for p, _ in groups]
     w, mdmm = config.weights, config.mdmm
@@ -435,7 +446,7 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
                 options.progress(step / config.num_steps)
             if options.on_chunk is not None:
                 with torch.no_grad():
-                    options.on_chunk(step, HandState(*(t.detach().clone() for t in (
+                    options.on_chunk(step, HandState(*(t.detach().cpu().clone() for t in (
                         pose_from_translation_rot6d(translation, rot6d), q, normal_force_n, tangential_store.transpose(-1, -2)))), terms)
             if step < config.num_steps:
                 if options.should_stop is not None and options.should_stop():
@@ -445,11 +456,13 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
                     partial = True
                     break
 
+    hand, wrenches, T_table_object, failed = hand_cpu, wrenches_cpu, T_table_cpu, failed.cpu()
     with torch.no_grad():
-        T_final = pose_from_translation_rot6d(translation, rot6d).to(torch.float64)
-        q_final = q.detach().to(torch.float64)
-        final_state = HandState(T_final, q_final, normal_force_n.detach().to(torch.float64),
-                                tangential_store.detach().transpose(-1, -2).to(torch.float64))
+        cpu64 = dict(device="cpu", dtype=torch.float64)
+        T_final = pose_from_translation_rot6d(translation, rot6d).to(**cpu64)
+        q_final = q.detach().to(**cpu64)
+        final_state = HandState(T_final, q_final, normal_force_n.detach().to(**cpu64),
+                                tangential_store.detach().transpose(-1, -2).to(**cpu64))
         metrics = grasp_metrics(hand, sdf, final_state, wrenches.to(torch.float64), torque_length, config.contact,
                                 T_table_object, config.contact_threshold_m)
         q_clamped, tips, tip_normals = fingertip_contacts(hand, sdf, T_final, q_final)

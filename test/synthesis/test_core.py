@@ -1,5 +1,6 @@
 """The hand-agnostic Grasp'D core: object SDF, leaky contact, losses, hand model and the optimiser."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -448,6 +449,46 @@ def test_bad_starts_and_options_raise_value_error(hand, box_sdf):
                           SynthesisOptions(initial_T_object_root=torch.full((1, 4, 4), math.nan)))
     with pytest.raises(ValueError, match="num_grasps"):
         synthesize_grasps(hand, box_sdf, SynthesisConfig(num_steps=5), SynthesisOptions(num_grasps=0))
+
+
+def test_sdf_file_round_trip_and_malformed_files(box_sdf, tmp_path):
+    path = tmp_path / "box.npz"
+    box_sdf.save(path)
+    loaded = ObjectSDF.load(path)
+    points = torch.rand(500, 3, dtype=torch.float64) * 0.12 - torch.tensor([0.06, 0.06, 0.0], dtype=torch.float64)
+    assert torch.allclose(loaded.distance(points), box_sdf.distance(points), atol=1e-6)  # float32 grid values
+    assert loaded.shape == box_sdf.shape and loaded.frame_id == box_sdf.frame_id
+    assert torch.equal(loaded.surface_points_m, box_sdf.surface_points_m) and torch.equal(loaded.centre_m, box_sdf.centre_m)
+    np.savez(tmp_path / "partial.npz", values_m=np.zeros((4, 4, 4)))
+    with pytest.raises(ValueError, match="missing"):
+        ObjectSDF.load(tmp_path / "partial.npz")
+    fields = dict(np.load(path))
+    fields["frame_id"] = np.array([{"not": "data"}], dtype=object)  # a pickled object is never read
+    np.savez(tmp_path / "pickled.npz", **fields)
+    with pytest.raises(ValueError):
+        ObjectSDF.load(tmp_path / "pickled.npz")
+
+
+def test_hand_model_copy_on_a_device_leaves_the_original(hand):
+    moved = hand.to("cpu")
+    assert moved is not hand and moved.tree is not hand.tree
+    assert torch.equal(moved.points_in_link_m, hand.points_in_link_m)
+    T = torch.eye(4, dtype=torch.float64)[None]
+    q = hand.open_joint_angles_rad[None]
+    assert torch.equal(moved.surface_points(moved.link_poses(T, q)), hand.surface_points(hand.link_poses(T, q)))
+
+
+def test_synthesis_on_the_gpu_matches_the_cpu_or_is_refused_without_one(hand, box_sdf):
+    config, options = SynthesisConfig(num_steps=20), SynthesisOptions(num_grasps=2, seed=3)
+    cpu = synthesize_grasps(hand, box_sdf, config, options)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            synthesize_grasps(hand, box_sdf, config, dataclasses.replace(options, device="cuda"))
+        return
+    gpu = synthesize_grasps(hand, box_sdf, config, dataclasses.replace(options, device="cuda"))
+    assert gpu.T_object_root.device.type == "cpu" and gpu.grasp is not None
+    assert torch.allclose(gpu.T_object_root, cpu.T_object_root, atol=1e-3)  # 20 steps: float rounding only
+    assert torch.allclose(gpu.joint_angles_rad, cpu.joint_angles_rad, atol=1e-2)
 
 
 def test_losses_see_the_hand_state(hand, box_sdf):
