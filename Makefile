@@ -20,7 +20,7 @@ test: setup
 test-all: setup
 	@$(PY) -m pytest -q
 
-# The speed benchmarks, each against a reference measured in the same run (~10 min). The quality benchmarks
+# The speed benchmarks, each against a reference measured in the same run (~5 min). The quality benchmarks
 # (simulated trials over many objects: minutes to hours) run with the commands in their docstrings.
 bench: setup
 	$(PY) benchmarks/bench_grasp_core.py
