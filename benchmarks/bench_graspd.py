@@ -100,6 +100,14 @@ def distance_along(sdf: ObjectSDF, points: torch.Tensor, directions: torch.Tenso
     return t
 
 
+def placed_mesh(prepared, base: GenerationConfig):
+    """The object's mesh in the world frame, where the floating-hand world (and so the labels) puts it."""
+    with SimWorld(base.scene, prepared, base.placement) as world:
+        mesh = prepared.mesh.copy()
+        mesh.apply_transform(world.object_pose())
+    return mesh
+
+
 def touching_metrics(grasps, sdf: ObjectSDF, hand_model, allegro: AllegroHand) -> dict[str, np.ndarray]:
     """Contact area (cm^2), penetration volume (cm^3) and depth (mm) with each fingertip moved along its closing
     direction onto the surface (its distance to it along that direction)."""

@@ -43,7 +43,8 @@ def prepare(objects: str, out: Path) -> None:
     from getagrip_ros.data.generate import GenerationConfig, object_seed
     from getagrip_ros.objects.catalog import object_by_name
     from getagrip_ros.objects.mesh_object import prepare_object
-    from getagrip_ros.sim.world import SimWorld
+
+    from bench_graspd import placed_mesh  # MuJoCo: here only, not on the GPU machine
 
     base = GenerationConfig()
     out.mkdir(parents=True, exist_ok=True)
@@ -51,9 +52,7 @@ def prepare(objects: str, out: Path) -> None:
         prepared = prepare_object(object_by_name(spec) if isinstance(spec, str) else spec, base.prepare)
         _, sample_seed, label_seed = (int(s) for s in np.random.SeedSequence(object_seed(prepared.name, base.seed))
                                       .generate_state(3, dtype=np.uint32))
-        with SimWorld(base.scene, prepared, base.placement) as world:
-            mesh = prepared.mesh.copy()
-            mesh.apply_transform(world.object_pose())
+        mesh = placed_mesh(prepared, base)
         path = out / f"{_stem(prepared.name)}.npz"
         ObjectSDF.from_mesh(mesh, base.graspd.sdf, frame_id="world", name=prepared.name).save(path)
         (out / f"{_stem(prepared.name)}.json").write_text(json.dumps({"object": prepared.name, "sample_seed": sample_seed,

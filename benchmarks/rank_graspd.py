@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from bench_graspd import distance_along
+from bench_graspd import distance_along, placed_mesh
 
 FEATURES = ("opposition", "distal_gap_pregrasp_mm", "forbidden_gap_pregrasp_mm", "distal_gap_closed_mm",
             "forbidden_gap_closed_mm", "penetration_depth_mm", "contact_area_cm2", "penetration_volume_cm3")
@@ -65,7 +65,6 @@ def closing_features(objects, perturbations: int) -> None:
     from getagrip_ros.grasp.quality import epsilon_quality
     from getagrip_ros.objects.catalog import object_by_name
     from getagrip_ros.objects.mesh_object import prepare_object
-    from getagrip_ros.sim.world import SimWorld
     from getagrip_ros.synthesis.hand_model import AllegroModelConfig, allegro_hand_model
     from getagrip_ros.synthesis.object_sdf import ObjectSDF, SDFConfig
 
@@ -74,10 +73,7 @@ def closing_features(objects, perturbations: int) -> None:
     generator = torch.Generator().manual_seed(0)
     for title, g in objects:
         name = title.split(" (")[0]
-        prepared = prepare_object(object_by_name(name), base.prepare)
-        with SimWorld(base.scene, prepared, base.placement) as world:  # the object where the labels had it
-            mesh = prepared.mesh.copy()
-            mesh.apply_transform(world.object_pose())
+        mesh = placed_mesh(prepare_object(object_by_name(name), base.prepare), base)  # where the labels had it
         sdf = ObjectSDF.from_mesh(mesh, SDFConfig(), frame_id="world")
         centre = mesh.center_mass
         radius = float(np.linalg.norm(mesh.vertices - centre, axis=1).max())

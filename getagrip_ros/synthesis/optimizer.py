@@ -373,13 +373,14 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
     wrenches = axis_wrenches(config.task_wrenches, dtype)
     torque_length = _torque_length(sdf, config)
     num_contact = int(hand.contact_mask.sum())
-    # the steps run on `device` with a copy of the hand there; the SDF caches its grid per device itself
+    # the steps run on `device` with copies of the hand, the wrenches and the table there (suffix _on); the SDF
+    # caches its grid per device itself
     device = torch.device(options.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"synthesis device {options.device!r}: this machine has no CUDA device for torch")
-    hand_cpu, hand = hand, (hand if device.type == "cpu" else hand.to(device))
-    wrenches_cpu, wrenches = wrenches, wrenches.to(device)
-    T_table_cpu, T_table_object = T_table_object, None if T_table_object is None else T_table_object.to(device)
+    hand_on = hand if device.type == "cpu" else hand.to(device)
+    wrenches_on = wrenches.to(device)
+    T_table_on = None if T_table_object is None else T_table_object.to(device)
     on = dict(dtype=dtype, device=device)
     translation = T0[:, :3, 3].to(**on).clone().requires_grad_(True)
     rot6d = rot6d_from_matrix(T0[:, :3, :3]).to(**on).clone().requires_grad_(True)
@@ -399,8 +400,8 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
     reasons: dict[int, str] = {}
     frozen = [p.detach().clone() for p, _ in groups]
     w, mdmm = config.weights, config.mdmm
-    lower_slack = (hand.lower_limits_rad - config.joint_limit_slack_rad).to(dtype)
-    upper_slack = (hand.upper_limits_rad + config.joint_limit_slack_rad).to(dtype)
+    lower_slack = (hand_on.lower_limits_rad - config.joint_limit_slack_rad).to(dtype)
+    upper_slack = (hand_on.upper_limits_rad + config.joint_limit_slack_rad).to(dtype)
 
     def state() -> HandState:
         return HandState(pose_from_translation_rot6d(translation, rot6d), q, normal_force_n, tangential_store.transpose(-1, -2))
@@ -411,8 +412,8 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
         factor = lr_factor_at(step, config)
         for group, lr in zip(optimizer.param_groups, base_lrs):
             group["lr"] = lr * factor
-        terms: LossTerms = evaluate_losses(hand, sdf, state(), wrenches, torque_length, offset, config.contact,
-                                           T_table_object, config.table_clearance_m, config.physics, config.task_moves_hand,
+        terms: LossTerms = evaluate_losses(hand_on, sdf, state(), wrenches_on, torque_length, offset, config.contact,
+                                           T_table_on, config.table_clearance_m, config.physics, config.task_moves_hand,
                                            config.free_clearance_m, config.relaxation)
         constraints = torch.stack([terms.task - mdmm.task_tolerance_n2, terms.joint_limits], -1)
         objective = (w.physics * terms.physics + w.joint_midrange * terms.joint_midrange
@@ -456,7 +457,7 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
                     partial = True
                     break
 
-    hand, wrenches, T_table_object, failed = hand_cpu, wrenches_cpu, T_table_cpu, failed.cpu()
+    failed = failed.cpu()
     with torch.no_grad():
         cpu64 = dict(device="cpu", dtype=torch.float64)
         T_final = pose_from_translation_rot6d(translation, rot6d).to(**cpu64)
