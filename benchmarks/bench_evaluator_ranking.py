@@ -53,8 +53,8 @@ from getagrip_ros.grasp.filters import cable_filter_mask
 from getagrip_ros.grasp.frames import invert_transform
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.models.bps_evaluator import LABEL_NAMES, Y_PGS
+from getagrip_ros.models.calibration import expected_calibration_error, fit_platt_label, platt, predict_pool
 from getagrip_ros.models.checkpoints import load_checkpoint
-from getagrip_ros.models.geometry_evaluator import HandObjectFeatures
 from getagrip_ros.models.shipped import resolve_model_file
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.errors import ObjectRejected
@@ -163,13 +163,6 @@ def _of_kind(pool: dict[str, np.ndarray], kind: str | None) -> np.ndarray:
     return pool["sampler"] == names.index(kind) if kind in names else np.zeros(len(pool["y_PGS"]), bool)
 
 
-def expected_calibration_error(predicted: np.ndarray, labelled: np.ndarray, bins: int = 10) -> float:
-    """Sum over equal-width bins of predicted y_PGS of (share of candidates) x |mean predicted - mean labelled|."""
-    which = np.clip((np.clip(predicted, 0.0, 1.0) * bins).astype(int), 0, bins - 1)
-    return float(sum((which == b).mean() * abs(predicted[which == b].mean() - labelled[which == b].mean())
-                     for b in range(bins) if (which == b).any()))
-
-
 def oracle_scores(pools: list[dict[str, np.ndarray]], kind: str | None) -> dict[str, float]:
     ys = [pool["y_PGS"][_of_kind(pool, kind)] for pool in pools]
     ys = [y for y in ys if len(y)]
@@ -179,28 +172,16 @@ def oracle_scores(pools: list[dict[str, np.ndarray]], kind: str | None) -> dict[
 
 
 def platt_cross_fit(pools: list[dict[str, np.ndarray]], predict) -> Callable[[dict], np.ndarray]:
-    """predict recalibrated by sigmoid(a logit(p) + b), a > 0 (the ranking is unchanged), fitted to the labelled
-    y_PGS (soft cross-entropy) of the even-numbered pools for the odd ones and the other way round."""
-    from scipy.optimize import minimize
-
-    def logit(p: np.ndarray) -> np.ndarray:
-        p = np.clip(p, 1e-4, 1 - 1e-4)
-        return np.log(p / (1 - p))
-
-    def fit(half: list[dict]) -> np.ndarray:
-        z, y = np.concatenate([logit(predict(p)) for p in half]), np.concatenate([p["y_PGS"] for p in half])
-
-        def loss(ab):
-            q = np.clip(1 / (1 + np.exp(-(np.exp(ab[0]) * z + ab[1]))), 1e-6, 1 - 1e-6)
-            return -np.mean(y * np.log(q) + (1 - y) * np.log(1 - q))
-        return minimize(loss, np.zeros(2), method="Nelder-Mead").x
+    """predict recalibrated by Platt scaling of its y_PGS (the ranking is unchanged), fitted to the labelled y_PGS of
+    the even-numbered pools for the odd ones and the other way round."""
+    def fit(half: list[dict]) -> tuple[float, float]:
+        return fit_platt_label(np.concatenate([predict(p) for p in half]), np.concatenate([p["y_PGS"] for p in half]))
 
     params = {0: fit(pools[1::2]), 1: fit(pools[0::2])}  # pool i is scored with the fit on the other half
     position = {id(p): i % 2 for i, p in enumerate(pools)}
 
     def calibrated(pool: dict) -> np.ndarray:
-        a, b = params[position[id(pool)]]
-        return 1 / (1 + np.exp(-(np.exp(a) * logit(predict(pool)) + b)))
+        return platt(predict(pool), *params[position[id(pool)]])
     return calibrated
 
 
@@ -343,13 +324,10 @@ def main() -> None:
     if unknown:
         parser.error(f"not BPS or geometry evaluators: {unknown}")
 
-    @torch.no_grad()
     def predict_all(loaded, pool: dict[str, np.ndarray]) -> np.ndarray:
-        """(n, 3) predicted [y_pick, y_coll, y_PGS] of the pool's candidates."""
-        if loaded.kind == "bps_evaluator":
-            return loaded.model.conditioned(torch.from_numpy(pool["bps_m"]))(torch.from_numpy(pool["grasps_Oy"])).numpy()
-        features = HandObjectFeatures(hand, pool["cloud_Oy_m"], float(pool["table_y_m"]), loaded.config)
-        return loaded.model(features(Grasp.from_vector(pool["grasps_Oy"], "Oy"))).numpy()
+        """(n, 3) predicted [y_pick, y_coll, y_PGS] of the pool's candidates, as the planner sees them (calibrated when
+        the checkpoint holds a calibration)."""
+        return loaded.calibrated(torch.from_numpy(predict_pool(loaded, hand, pool))).numpy()
 
     cache: dict[tuple[str, int], np.ndarray] = {}
 

@@ -48,7 +48,10 @@ mkdir -p "$OUT" "$WEIGHTS"
 RUN_GEOMETRY="${RUN_GEOMETRY:-data/training_v1}"
 "$PY/getagrip-generate" --out "$RUN_GEOMETRY" --merge "$OUT/data_clouds.h5" --generated-only
 "$PY/getagrip-train" geometry-evaluator --dataset "$OUT/data_clouds.h5" --output-dir "$OUT/geometry_evaluator"
-"$PY/getagrip-train" export "$OUT/geometry_evaluator/best.pt" "$WEIGHTS/geometry_evaluator.pt"
+# 2026-12-05: the shipped geometry evaluator's predictions are Platt-calibrated on the frozen ranking diagnostic (the
+# 59 validation objects' labelled candidates; the ranking is unchanged). calibrate writes the exported model.
+"$PY/getagrip-train" calibrate "$OUT/geometry_evaluator/best.pt" docs/data/ranking_diagnostic "$WEIGHTS/geometry_evaluator.pt" \
+  --report docs/data/geometry_evaluator_calibration.json
 evidence() {  # success with / without the evaluators on the objects $1, written to $2
   "$PY/python" benchmarks/bench_evaluator_evidence.py --objects "$1" --samplers fixed,diffusion \
   --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --geometry-evaluator "$WEIGHTS/geometry_evaluator.pt" \

@@ -5,6 +5,7 @@
     getagrip-train nerf-evaluator --dataset nerf.h5 --output-dir runs/nerf_evaluator --no-global
     getagrip-train geometry-evaluator --dataset bps.h5 --output-dir runs/geometry_evaluator   # needs /object_points
     getagrip-train export runs/bps_evaluator/best.pt bps_evaluator.pt   # weights only, to ship or share
+    getagrip-train calibrate runs/geometry_evaluator/best.pt docs/data/ranking_diagnostic geometry_evaluator.pt
 
 Rerunning with the same --output-dir continues from its last.pt (same settings; --epochs is the total).
 Unset options keep the trainer's defaults (getagrip_ros.training.trainers).
@@ -14,10 +15,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
-from getagrip_ros.models.checkpoints import CheckpointError, export_checkpoint
+import numpy as np
+import torch
+
+from getagrip_ros.models.bps_evaluator import LABEL_NAMES
+from getagrip_ros.models.calibration import expected_calibration_error, fit_platt, predict_pool, read_pool
+from getagrip_ros.models.checkpoints import CheckpointError, export_checkpoint, load_checkpoint
 from getagrip_ros.models.geometry_evaluator import FEATURE_SETS, feature_count
 from getagrip_ros.training.trainers import (
     BpsEvaluatorTrainConfig,
@@ -120,11 +127,71 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("checkpoint", type=Path, help="a training checkpoint (best.pt, last.pt) or a public one")
     ex.add_argument("out", type=Path, help="the exported checkpoint")
     ex.add_argument("--half", action="store_true", help="store the weights as float16 (half the size)")
+    ca = sub.add_parser("calibrate", help="Platt-scale an evaluator's predicted labels on labelled candidates of held-out "
+                        "objects (the ranking is unchanged) and write it with its calibration")
+    ca.add_argument("checkpoint", type=Path, help="a BPS or geometry evaluator checkpoint (a calibration in it is refitted)")
+    ca.add_argument("pools", type=Path, help="folder of labelled pools, one .npz per object "
+                    "(benchmarks/bench_evaluator_ranking.py --pool-dir; the frozen diagnostic: docs/data/ranking_diagnostic)")
+    ca.add_argument("out", type=Path, help="the calibrated checkpoint (weights only, as export writes)")
+    ca.add_argument("--report", type=Path, help="also write the calibration errors as JSON")
     return parser
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """Fit on every pool; report each label's ECE raw, cross-fitted (halves of the objects, each scored with the other
+    half's fit: what to expect on new objects) and in-sample."""
+    from getagrip_ros.robot.allegro import AllegroHand
+
+    paths = sorted(args.pools.glob("*.npz"))
+    if not paths:
+        print(f"error: no labelled pools (*.npz) in {args.pools}", file=sys.stderr)
+        return 2
+    try:
+        loaded = load_checkpoint(args.checkpoint)
+        hand = AllegroHand()
+        pools = [read_pool(path) for path in paths]
+        predicted = [predict_pool(loaded, hand, pool) for pool in pools]
+    except (CheckpointError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    labelled = [np.stack([pool[name] for name in LABEL_NAMES], axis=1) for pool in pools]
+    halves = (slice(0, None, 2), slice(1, None, 2))
+
+    def stacked(arrays: list[np.ndarray], half: slice) -> np.ndarray:
+        return np.concatenate(arrays[half])
+
+    n = sum(len(y) for y in labelled)
+    calibration = fit_platt(np.concatenate(predicted), np.concatenate(labelled),
+                            f"{len(pools)} objects, {n} labelled candidates in {args.pools.name}")
+    cross = np.concatenate([fit_platt(stacked(predicted, other), stacked(labelled, other))(
+        torch.from_numpy(stacked(predicted, half))).numpy() for half, other in (halves, halves[::-1])])
+    raw, truth = np.concatenate([stacked(predicted, h) for h in halves]), np.concatenate([stacked(labelled, h) for h in halves])
+    fitted = calibration(torch.from_numpy(raw)).numpy()
+    report = {"objects": len(pools), "candidates": n, "scale": list(calibration.scale), "offset": list(calibration.offset),
+              "ece": {name: {"raw": expected_calibration_error(raw[:, i], truth[:, i]),
+                             "cross_fitted": expected_calibration_error(cross[:, i], truth[:, i]),
+                             "in_sample": expected_calibration_error(fitted[:, i], truth[:, i])}
+                      for i, name in enumerate(LABEL_NAMES)}}
+    print(f"{len(pools)} objects, {n} labelled candidates; ECE raw / cross-fitted on object halves / in-sample:")
+    for name, ece in report["ece"].items():
+        print(f"  {name:7s} {ece['raw']:.3f} / {ece['cross_fitted']:.3f} / {ece['in_sample']:.3f}")
+    try:
+        path = export_checkpoint(args.checkpoint, args.out, calibration=calibration,
+                                 metadata={"calibration_ece": report["ece"]})
+    except CheckpointError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(json.dumps(report, indent=1))
+    print(f"wrote {path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "calibrate":
+        return _calibrate(args)
     if args.command == "export":
         try:
             path = export_checkpoint(args.checkpoint, args.out, half=args.half)

@@ -2,7 +2,8 @@
 Get a Grip layouts. Everything is read with ``torch.load(weights_only=True)``.
 
 Our file is a dict ``{"format", "version", "kind", "config", "state_dict", "bps_basis", "grasp_mean",
-"grasp_std", "training_state", "metadata"}`` of tensors and plain values. Public layouts recognised:
+"grasp_std", "training_state", "metadata"}`` of tensors and plain values, and for a calibrated evaluator
+``"calibration"`` (:mod:`getagrip_ros.models.calibration`). Public layouts recognised:
 the BPS evaluator's bare state_dict, the BPS and NeRF samplers' list ``[state_dict, optimizer, epoch, step,
 (ema)]`` (raw weights, as the public code loads them; the NeRF sampler's has the CNN's ``conv.*`` keys besides) and
 the NeRF evaluator's ``{"nerf_evaluator_model": ...}``, also named by the public run's ``config.yaml`` (read as plain
@@ -26,6 +27,7 @@ from torch import nn
 
 from getagrip_ros.models.bps_evaluator import BpsEvaluator, BpsEvaluatorConfig
 from getagrip_ros.models.bps_sampler import BpsSampler, BpsSamplerConfig
+from getagrip_ros.models.calibration import PlattCalibration
 from getagrip_ros.models.geometry_evaluator import GeometryEvaluator, GeometryEvaluatorConfig
 from getagrip_ros.models.nerf_evaluator import NerfEvaluator, NerfEvaluatorConfig
 from getagrip_ros.models.nerf_sampler import NerfSampler, NerfSamplerConfig
@@ -61,6 +63,12 @@ class LoadedModel:
     metadata: dict = field(default_factory=dict)
     source: str = "getagrip"
     """"getagrip" (our format) or "public"."""
+    calibration: PlattCalibration | None = None
+    """An evaluator's calibration of its predicted labels (None: the raw outputs)."""
+
+    def calibrated(self, predicted: torch.Tensor) -> torch.Tensor:
+        """(B, 3) evaluator predictions, calibrated when the checkpoint holds a calibration."""
+        return predicted if self.calibration is None else self.calibration(predicted)
 
 
 def _config_dict(config) -> dict:
@@ -96,10 +104,13 @@ def _check_config(config) -> None:
 
 def save_checkpoint(path: str | Path, kind: str, model: nn.Module, config, *, bps_basis: np.ndarray | None = None,
                     grasp_mean: torch.Tensor | None = None, grasp_std: torch.Tensor | None = None,
-                    training_state: dict | None = None, metadata: dict | None = None) -> Path:
+                    training_state: dict | None = None, metadata: dict | None = None,
+                    calibration: PlattCalibration | None = None) -> Path:
     """Write a checkpoint atomically (a crash never leaves a half-written file at ``path``)."""
     if kind not in MODELS:
         raise CheckpointError(f"unknown model kind {kind!r}; known: {list(MODELS)}")
+    if calibration is not None and not kind.endswith("_evaluator"):
+        raise CheckpointError(f"only evaluators are calibrated, not a {kind}")
     payload = {
         "format": FORMAT, "version": VERSION, "kind": kind, "config": _config_dict(config),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
@@ -108,6 +119,8 @@ def save_checkpoint(path: str | Path, kind: str, model: nn.Module, config, *, bp
         "grasp_std": None if grasp_std is None else grasp_std.detach().cpu().float(),
         "training_state": training_state, "metadata": dict(metadata or {}),
     }
+    if calibration is not None:
+        payload["calibration"] = calibration.to_dict()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -196,9 +209,15 @@ def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.dev
             if basis is not None and (basis.ndim != 2 or basis.shape[1] != 3 or not np.isfinite(basis).all()):
                 raise CheckpointError(f"{path}: the BPS basis is not a finite (N, 3) array (shape {basis.shape})")
             metadata, source = data.get("metadata") or {}, "getagrip"
+            calibration = None
+            if data.get("calibration") is not None:
+                try:
+                    calibration = PlattCalibration.from_dict(data["calibration"])
+                except ValueError as err:
+                    raise CheckpointError(f"{path}: bad calibration: {err}") from err
         else:
             found, state_dict, config = _public_layout(data)
-            extras, basis, metadata, source = {}, None, {}, "public"
+            extras, basis, metadata, source, calibration = {}, None, {}, "public", None
         if kind is not None and kind != found:
             raise CheckpointError(f"{path} holds a {found}, not a {kind}")
         model = MODELS[found][0](config)
@@ -212,7 +231,7 @@ def load_checkpoint(path: str | Path, kind: str | None = None, device: torch.dev
     except Exception as err:  # noqa: BLE001 - KeyError, IndexError, TypeError, AttributeError... of a malformed file
         raise CheckpointError(f"{path}: malformed {found} checkpoint: {type(err).__name__}: {str(err)[:300]}") from err
     return LoadedModel(found, model, config, basis, mean, std,
-                       extras.get("training_state"), metadata, source)
+                       extras.get("training_state"), metadata, source, calibration)
 
 
 def _load_public_nerf_evaluator_config(path: Path, kind: str | None, device: torch.device | str) -> LoadedModel:
@@ -240,10 +259,12 @@ def _load_public_nerf_evaluator_config(path: Path, kind: str | None, device: tor
     return loaded
 
 
-def export_checkpoint(src: str | Path, dst: str | Path, metadata: dict | None = None, half: bool = False) -> Path:
+def export_checkpoint(src: str | Path, dst: str | Path, metadata: dict | None = None, half: bool = False,
+                      calibration: PlattCalibration | None = None) -> Path:
     """Write the model of a checkpoint (ours or a public layout) without its training state: what ships.
 
-    Keeps the weights, config, basis, normalisation and metadata (``metadata`` entries added); drops the
+    Keeps the weights, config, basis, normalisation, calibration (``calibration`` replaces it) and metadata
+    (``metadata`` entries added); drops the
     training state (the epoch, the run settings and, in a last.pt, the optimiser state: two thirds of its size).
     ``half`` stores the weights as float16 (half the size; they load back into the float32 model).
 
@@ -255,4 +276,5 @@ def export_checkpoint(src: str | Path, dst: str | Path, metadata: dict | None = 
     return save_checkpoint(dst, loaded.kind, model, loaded.config, bps_basis=loaded.bps_basis,
                            grasp_mean=loaded.grasp_mean, grasp_std=loaded.grasp_std,
                            metadata={**loaded.metadata, "exported_from": str(Path(src).name), "float16_weights": half,
-                                     **(metadata or {})})
+                                     **(metadata or {})},
+                           calibration=calibration or loaded.calibration)

@@ -1,4 +1,5 @@
-"""Grasp evaluators: predicted [y_pick, y_coll, y_PGS] for grasps of one object (only y_PGS ranks).
+"""Grasp evaluators: predicted [y_pick, y_coll, y_PGS] for grasps of one object (only y_PGS ranks), calibrated when
+the checkpoint holds a calibration (:mod:`getagrip_ros.models.calibration`; it never changes the ranking).
 
 - BPS evaluator: the object's BPS and the grasp in Oy.
 - NeRF evaluator: NeRF opacity on a grid in front of each fingertip and on a global grid around the
@@ -53,7 +54,7 @@ class BpsGraspEvaluator:
 
         def evaluate(grasps: Grasp) -> torch.Tensor:
             x = _grasps_in_Oy(grasps, obj).to_vector().to(self.device, torch.float32)
-            return score(x).float().cpu()
+            return self.loaded.calibrated(score(x).float().cpu())
 
         return evaluate
 
@@ -75,7 +76,7 @@ class GeometryGraspEvaluator:
 
         @torch.no_grad()
         def evaluate(grasps: Grasp) -> torch.Tensor:
-            return model(features(_grasps_in_Oy(grasps, obj)).to(self.device)).float().cpu()
+            return self.loaded.calibrated(model(features(_grasps_in_Oy(grasps, obj)).to(self.device)).float().cpu())
 
         return evaluate
 
@@ -141,6 +142,6 @@ class NerfGraspEvaluator:
                 fingers = torch.cat([grids.alpha[:, :, None], coords], dim=2).to(self.device)
                 glob_batch = None if global_input is None else global_input.expand(len(g), -1, -1, -1, -1)
                 out.append(model(fingers, glob_batch).float().cpu())
-            return torch.cat(out)
+            return self.loaded.calibrated(torch.cat(out))
 
         return evaluate
