@@ -11,7 +11,9 @@ in one run, on the same grasps and the same wrist noise:
   sparse Jacobian);
 - now, N threads: the same on ``--threads`` replicas of the world (the simulation evaluator's setting).
 
-``--timestep-s`` runs the new labellers with another step, to see what a coarser one would cost in agreement.
+``--timestep-s`` runs the new labellers with another step, and ``--mj-option NAME=VALUE`` (repeatable) with another
+MuJoCo solver or collision setting (``tolerance=1e-5``, ``ls_iterations=10``, ``cone=pyramidal``, ``solver=cg``,
+``ccd_tolerance=1e-4``): what each cheaper physics would cost in agreement.
 
 MuJoCo and torch run on one thread each. Prints trials per second, the ratios to the previous labeller (per core:
 divided by the threads), and the agreement of every label with the previous labeller's: per trial (y_coll,
@@ -72,6 +74,22 @@ def previous_follow(self: SimWorld, trajectory, should_stop=None, settle_s: floa
     return MotionResult(True, "reached the end of the trajectory", n_steps * dt, final, max_err)
 
 
+_ENUMS = {"cone": (mujoco.mjtCone, "mjCONE_"), "solver": (mujoco.mjtSolver, "mjSOL_")}
+
+
+def parse_mj_option(text: str) -> tuple[str, float | int]:
+    """'NAME=VALUE' -> (MjOption field, value); enums by name (cone=pyramidal, solver=cg)."""
+    name, _, value = text.partition("=")
+    if not value or not hasattr(mujoco.MjOption(), name):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME a field of mujoco.MjOption, got '{text}'")
+    if name in _ENUMS:
+        enum, prefix = _ENUMS[name]
+        if not hasattr(enum, prefix + value.upper()):
+            raise argparse.ArgumentTypeError(f"unknown {name} '{value}'")
+        return name, int(getattr(enum, prefix + value.upper()))
+    return name, type(getattr(mujoco.MjOption(), name))(float(value))
+
+
 def timed_labels(world: SimWorld, grasps, hand, config: GenerationConfig, seed: int, threads: int):
     started = time.perf_counter()
     labels = label_grasps(world, grasps, hand, config.labels, torch.Generator().manual_seed(seed), threads=threads)
@@ -98,6 +116,8 @@ def main() -> None:
     parser.add_argument("--generator", choices=("energy", "graspd"), default="energy")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timestep-s", type=float, help="another step for the new labellers (the data engine's: 0.004)")
+    parser.add_argument("--mj-option", type=parse_mj_option, action="append", default=[], metavar="NAME=VALUE",
+                        help="a MuJoCo option of the new labellers' world (repeatable)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -119,6 +139,8 @@ def main() -> None:
             mesh.apply_transform(new.object_pose())
             grasps, _ = pregrasps_on_mesh(prepared.name, mesh, config, hand, surface_seed, sample_seed)
             old.follow = types.MethodType(previous_follow, old)
+            for option, value in args.mj_option:
+                setattr(new.model.opt, option, value)
             row = {"object": prepared.name, "grasps": len(grasps)}
             for way, world, threads in zip(ways, (old, new, new), (1, 1, args.threads)):
                 got, seconds = timed_labels(world, grasps, hand, config, label_seed, threads)
