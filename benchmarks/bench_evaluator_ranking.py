@@ -324,24 +324,21 @@ def main() -> None:
     if unknown:
         parser.error(f"not BPS or geometry evaluators: {unknown}")
 
-    def predict_all(loaded, pool: dict[str, np.ndarray]) -> np.ndarray:
-        """(n, 3) predicted [y_pick, y_coll, y_PGS] of the pool's candidates, as the planner sees them (calibrated when
-        the checkpoint holds a calibration)."""
-        return loaded.calibrated(torch.from_numpy(predict_pool(loaded, hand, pool))).numpy()
-
     cache: dict[tuple[str, int], np.ndarray] = {}
 
-    def predictions(path: str, pool: dict[str, np.ndarray]) -> np.ndarray:
-        key = (path, id(pool))
-        if key not in cache:
-            cache[key] = predict_all(models[path], pool)
-        return cache[key]
+    def predictions(path: str, pool: dict[str, np.ndarray], calibrated: bool = True) -> np.ndarray:
+        """(n, 3) predicted [y_pick, y_coll, y_PGS] of the pool's candidates as the planner sees them: an evaluator's
+        calibrated when its checkpoint holds a calibration, the ensemble's members uncalibrated."""
+        if (path, id(pool)) not in cache:
+            cache[path, id(pool)] = predict_pool(models[path], hand, pool)
+        raw = cache[path, id(pool)]
+        return models[path].calibrated(torch.from_numpy(raw)).numpy() if calibrated else raw
 
     rankers: dict[str, Callable[[dict], np.ndarray]] = {}
     for path in models:
         rankers[path] = lambda pool, path=path: predictions(path, pool)[:, Y_PGS]
     if args.ensemble and len(models) > 1:
-        rankers["mean of all"] = lambda pool: np.mean([predictions(p, pool)[:, Y_PGS] for p in models], axis=0)
+        rankers["mean of all"] = lambda pool: np.mean([predictions(p, pool, False)[:, Y_PGS] for p in models], axis=0)
     if args.calibrate:
         for name in list(rankers):
             rankers[f"{name} + Platt (cross-fit)"] = platt_cross_fit(pools, rankers[name])
@@ -350,7 +347,7 @@ def main() -> None:
             paths = list(models) if path == "mean of all" else [path]
 
             def gated(pool, paths=paths, ranked=rankers[path]):
-                y_coll = np.mean([predictions(p, pool)[:, Y_COLL] for p in paths], axis=0)
+                y_coll = np.mean([predictions(p, pool, len(paths) == 1)[:, Y_COLL] for p in paths], axis=0)
                 return ranked(pool) - 2.0 * (y_coll < args.gate_y_coll)  # below the gate: after every candidate above it
             rankers[f"{path} + y_coll gate {args.gate_y_coll:g}"] = gated
     cascaded = {}

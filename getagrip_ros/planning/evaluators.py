@@ -1,5 +1,5 @@
 """Grasp evaluators: predicted [y_pick, y_coll, y_PGS] for grasps of one object (only y_PGS ranks), calibrated when
-the checkpoint holds a calibration (:mod:`getagrip_ros.models.calibration`; it never changes the ranking).
+the checkpoint holds a calibration (:mod:`getagrip_ros.models.calibration`; it never changes an evaluator's ranking).
 
 - BPS evaluator: the object's BPS and the grasp in Oy.
 - NeRF evaluator: NeRF opacity on a grid in front of each fingertip and on a global grid around the
@@ -32,6 +32,10 @@ ScoreFn = Callable[[Grasp], torch.Tensor]
 
 
 
+def _raw(predicted: torch.Tensor) -> torch.Tensor:
+    return predicted
+
+
 def _grasps_in_Oy(grasps: Grasp, obj: PlanningObject) -> Grasp:
     return grasps.to(dtype=torch.float64).transformed(invert_transform(obj.T_frame_Oy), "Oy")
 
@@ -49,12 +53,14 @@ class BpsGraspEvaluator:
         self.loaded = loaded
         self.device = next(loaded.model.parameters()).device
 
-    def prepare(self, obj: PlanningObject) -> ScoreFn:
+    def prepare(self, obj: PlanningObject, calibrated: bool = True) -> ScoreFn:
+        """Score grasps of this object (calibrated: through the checkpoint's calibration, when it has one)."""
+        finish = self.loaded.calibrated if calibrated else _raw
         score = self.loaded.model.conditioned(torch.as_tensor(obj.bps_m, dtype=torch.float32, device=self.device))
 
         def evaluate(grasps: Grasp) -> torch.Tensor:
             x = _grasps_in_Oy(grasps, obj).to_vector().to(self.device, torch.float32)
-            return self.loaded.calibrated(score(x).float().cpu())
+            return finish(score(x).float().cpu())
 
         return evaluate
 
@@ -64,7 +70,9 @@ class GeometryGraspEvaluator:
         self.loaded, self.hand = loaded, hand
         self.device = next(loaded.model.parameters()).device
 
-    def prepare(self, obj: PlanningObject) -> ScoreFn:
+    def prepare(self, obj: PlanningObject, calibrated: bool = True) -> ScoreFn:
+        """Score grasps of this object (calibrated: through the checkpoint's calibration, when it has one)."""
+        finish = self.loaded.calibrated if calibrated else _raw
         if obj.points_m is None:
             raise StageError(StatusCode.INVALID_GOAL, "the geometry evaluator needs the object's points "
                              "(a point cloud or a NeRF goal, not a BPS alone)")
@@ -76,13 +84,14 @@ class GeometryGraspEvaluator:
 
         @torch.no_grad()
         def evaluate(grasps: Grasp) -> torch.Tensor:
-            return self.loaded.calibrated(model(features(_grasps_in_Oy(grasps, obj)).to(self.device)).float().cpu())
+            return finish(model(features(_grasps_in_Oy(grasps, obj)).to(self.device)).float().cpu())
 
         return evaluate
 
 
 class MeanGraspEvaluator:
-    """The mean of its members' predictions; needs what every member needs."""
+    """The mean of its members' uncalibrated predictions (the ensemble as it was measured; calibrating one member would
+    reweigh it); needs what every member needs."""
 
     def __init__(self, members: list) -> None:
         if not members:
@@ -90,7 +99,7 @@ class MeanGraspEvaluator:
         self.members = members
 
     def prepare(self, obj: PlanningObject) -> ScoreFn:
-        scores = [member.prepare(obj) for member in self.members]
+        scores = [member.prepare(obj, calibrated=False) for member in self.members]
 
         def evaluate(grasps: Grasp) -> torch.Tensor:
             return torch.stack([score(grasps) for score in scores]).mean(dim=0)
@@ -119,7 +128,9 @@ class NerfGraspEvaluator:
         self.global_grid = GlobalGridConfig(**glob) if glob else PUBLIC_GLOBAL_GRID
         self.device = next(loaded.model.parameters()).device
 
-    def prepare(self, obj: PlanningObject) -> ScoreFn:
+    def prepare(self, obj: PlanningObject, calibrated: bool = True) -> ScoreFn:
+        """Score grasps of this object (calibrated: through the checkpoint's calibration, when it has one)."""
+        finish = self.loaded.calibrated if calibrated else _raw
         if obj.density_fn is None:
             raise StageError(StatusCode.INVALID_GOAL, "the NeRF evaluator needs a NeRF object source")
         T_Oy_frame = invert_transform(obj.T_frame_Oy).float()
@@ -142,6 +153,6 @@ class NerfGraspEvaluator:
                 fingers = torch.cat([grids.alpha[:, :, None], coords], dim=2).to(self.device)
                 glob_batch = None if global_input is None else global_input.expand(len(g), -1, -1, -1, -1)
                 out.append(model(fingers, glob_batch).float().cpu())
-            return self.loaded.calibrated(torch.cat(out))
+            return finish(torch.cat(out))
 
         return evaluate

@@ -119,7 +119,7 @@ def test_the_planners_evaluator_gives_calibrated_predictions_in_the_raw_order():
     import dataclasses
 
     from getagrip_ros.objects.primitives import box_surface_points
-    from getagrip_ros.planning.evaluators import GeometryGraspEvaluator
+    from getagrip_ros.planning.evaluators import GeometryGraspEvaluator, MeanGraspEvaluator
     from getagrip_ros.planning.object_input import object_from_points
     from getagrip_ros.planning.samplers import load_grasp_set
 
@@ -133,3 +133,5 @@ def test_the_planners_evaluator_gives_calibrated_predictions_in_the_raw_order():
     assert not torch.allclose(calibrated, raw, atol=1e-3)
     in_raw_order = calibrated[raw[:, 2].argsort(descending=True), 2]
     assert (in_raw_order[:-1] >= in_raw_order[1:]).all()  # monotone: the ranking is the raw one
+    # an ensemble averages its members' raw predictions, as it was measured (calibrating one member would reweigh it)
+    torch.testing.assert_close(MeanGraspEvaluator([GeometryGraspEvaluator(loaded, hand)]).prepare(obj)(grasps), raw)
