@@ -46,7 +46,7 @@ from getagrip_ros.data.generate import (
     write_fixed_grasp_set,
 )
 from getagrip_ros.data.pack import PACK_FILE, pack_run, verify_pack
-from getagrip_ros.data.mining import MiningConfig, MiningSummary, mine_dataset
+from getagrip_ros.data.mining import MINING_EVALUATORS, MiningConfig, MiningSummary, mine_dataset
 from getagrip_ros.data.stats import dataset_stats, plot_label_histograms
 from getagrip_ros.objects.catalog import SETS, list_objects, user_object
 from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES, ObjectSpec
@@ -159,9 +159,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--fixed-grasps", type=Path, metavar="OUT.npz",
                         help="write the fixed sampler's set: the best grasp with y_PGS >= 0.9 of every object")
     parser.add_argument("--mine", action="store_true", help="label the planner's proposals on the generated objects")
-    for flag, what in (("--mine-evaluator", "BPS evaluator"), ("--mine-sampler", "diffusion sampler"),
+    for flag, what in (("--mine-evaluator", "evaluator of --mine-evaluator-kind"), ("--mine-sampler", "diffusion sampler"),
                        ("--mine-fixed-grasps", "fixed grasp set")):
         parser.add_argument(flag, default="shipped", metavar="PATH", help=f"with --mine: the {what} (default: shipped)")
+    parser.add_argument("--mine-evaluator-kind", choices=MINING_EVALUATORS, default="bps",
+                        help="with --mine: the evaluator that ranks the proposals (its mistakes are mined)")
     parser.add_argument("--mine-top-k", type=int, default=MiningConfig.top_k, help="ranked grasps per sampler and object")
     parser.add_argument("--mine-random-k", type=int, default=MiningConfig.random_k, help="unranked draws per sampler and object")
     parser.add_argument("--nerf-subset", type=Path, metavar="OUT.h5", help="write NeRF grids of a few objects' grasps")
@@ -225,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
             _report(summary)
             failed = bool(summary.failed)
         if args.mine:
-            models = ModelFiles(bps_evaluator=args.mine_evaluator, bps_sampler=args.mine_sampler,
+            models = ModelFiles(**{f"{args.mine_evaluator_kind}_evaluator": args.mine_evaluator}, bps_sampler=args.mine_sampler,
                                 fixed_grasps=args.mine_fixed_grasps)
-            mining = MiningConfig(models, top_k=args.mine_top_k, random_k=args.mine_random_k, generation=config, seed=args.seed)
+            mining = MiningConfig(models, evaluator=args.mine_evaluator_kind, top_k=args.mine_top_k,
+                                  random_k=args.mine_random_k, generation=config, seed=args.seed)
             with tqdm(unit="object", desc="mine", disable=True if args.quiet else None, dynamic_ncols=True) as bar:
                 def on_mined(outcome: ObjectOutcome, total: int) -> None:
                     bar.total = total

@@ -57,6 +57,7 @@ from getagrip_ros.sim.world import SimWorld
 from getagrip_ros.status import StatusCode
 
 MINING_FILE = "mining.json"
+MINING_EVALUATORS = ("bps", "geometry")
 SETTLE_TOLERANCE_M = 1e-3
 """How far the re-settled object may lie from the pose stored in the source shard."""
 
@@ -65,6 +66,8 @@ SETTLE_TOLERANCE_M = 1e-3
 class MiningConfig:
     models: ModelFiles
     """The evaluator that ranks and the samplers' files (the fixed set, the diffusion checkpoint)."""
+    evaluator: str = "bps"
+    """The planner's evaluator that ranks the proposals ("bps" or "geometry"): its own mistakes are mined."""
     samplers: tuple[str, ...] = ("fixed", "diffusion")
     top_k: int = 12
     """The evaluator's best grasps labelled per sampler and object."""
@@ -76,6 +79,10 @@ class MiningConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     """The source run's settings: object preparation, scene, placement and the label protocol."""
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.evaluator not in MINING_EVALUATORS:
+            raise ValueError(f"mining ranks with one of {MINING_EVALUATORS}, not {self.evaluator!r}")
 
 
 def _file_hash(setting: str, value: str) -> str:
@@ -98,7 +105,7 @@ def mining_settings(config: MiningConfig) -> dict:
     settings = json.loads(json.dumps(settings))  # tuples -> lists, as read back from mining.json
     settings["generation"] = _compared_settings(config.generation)
     settings["model_hashes"] = {k: _file_hash(k, v) for k, v in dataclasses.asdict(config.models).items()
-                                if k in ("bps_evaluator", "bps_sampler", "fixed_grasps")}
+                                if k in (f"{config.evaluator}_evaluator", "bps_sampler", "fixed_grasps")}
     return settings
 
 
@@ -139,11 +146,11 @@ def mine_object(source: ObjectShard, config: MiningConfig) -> ObjectShard:
             raise ObjectRejected(f"{source.object_name}: settled {moved_m * 1e3:.1f} mm away from its pose in the source run")
         timings["prepare"] = round(time.perf_counter() - start, 4)
         for sampler in config.samplers:
-            for evaluator, k in (("bps", config.top_k), ("none", config.random_k)):
+            for evaluator, k in ((config.evaluator, config.top_k), ("none", config.random_k)):
                 if k == 0:
                     continue
                 # an unranked draw samples a few more than k: the planner's filters drop some
-                planner = _planner(config.models, config.num_samples if evaluator == "bps" else 8 * k)
+                planner = _planner(config.models, config.num_samples if evaluator != "none" else 8 * k)
                 plan = planner.plan(PlanRequest(points_m=source.cloud_world_m.astype(np.float64), frame_id="world",
                                                 num_grasps=k, sampler=sampler, evaluator=evaluator,
                                                 refinement_iterations=config.refinement_iterations, seed=seed))
@@ -153,7 +160,7 @@ def mine_object(source: ObjectShard, config: MiningConfig) -> ObjectShard:
                     raise RuntimeError(f"{source.object_name}: {sampler} + {evaluator} plan failed: "
                                        f"{plan.status.name}: {plan.reason}")
                 parts.append(plan.planned.grasps)
-                kinds += [f"{sampler}_{'ranked' if evaluator == 'bps' else 'random'}"] * len(plan.planned.grasps)
+                kinds += [f"{sampler}_{'random' if evaluator == 'none' else 'ranked'}"] * len(plan.planned.grasps)
         timings["plan"] = round(time.perf_counter() - start - timings["prepare"], 4)
         grasps = Grasp.cat(parts)
         labels = label_grasps(world, grasps, planner.hand, gen.labels, torch.Generator().manual_seed(seed))

@@ -313,7 +313,7 @@ def test_fixed_grasp_set_keeps_the_best_good_grasp_per_object(run, tmp_path):
 def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, tmp_path, tiny_models, capsys):
     import shutil
 
-    from getagrip_ros.data.mining import MiningConfig, mine_dataset, mined_path
+    from getagrip_ros.data.mining import MiningConfig, mine_dataset, mined_path, mining_settings
 
     run_dir = tmp_path / "run"
     shutil.copytree(run[0], run_dir)
@@ -348,6 +348,16 @@ def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, t
     other = dataclasses.replace(tiny_models, bps_evaluator=tiny_models.bps_sampler)
     with pytest.raises(ValueError, match="model_hashes.bps_evaluator"):
         mine_dataset(run_dir, dataclasses.replace(config, models=other))
+    # the geometry evaluator can rank instead (its own mistakes are mined); an unknown evaluator is refused
+    geometry_dir = tmp_path / "run_geometry"
+    shutil.copytree(run[0], geometry_dir)
+    geometry = dataclasses.replace(config, evaluator="geometry")
+    assert set(mining_settings(geometry)["model_hashes"]) == {"geometry_evaluator", "bps_sampler", "fixed_grasps"}
+    assert len(mine_dataset(geometry_dir, geometry, limit=1).mined) == 1
+    mined = load_shard(next((geometry_dir / "mined").rglob("*.npz")))
+    assert mined.settings["kinds"] == kinds and mined.settings["mining"]["evaluator"] == "geometry"
+    with pytest.raises(ValueError, match="mining ranks with one of"):
+        MiningConfig(tiny_models, evaluator="nerf")
     # a mined shard whose observation does not match its object's generated one is refused by the merge
     bad = load_shard(mined_path(run_dir, OBJECTS[0]))
     dataclasses.replace(bad, bps_m=bad.bps_m + 0.01).save(mined_path(run_dir, OBJECTS[0]))
