@@ -178,13 +178,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _pack(args: argparse.Namespace, argv: list[str]) -> None:
-    """Pack the run; the manifest records this command without --pack when it named the objects (it rebuilds the run)."""
-    command = ""
-    if args.objects is not None:
-        i = argv.index("--pack") if "--pack" in argv else None
-        kept = argv[:i] + argv[i + 2:] if i is not None else [a for a in argv if not a.startswith("--pack=")]
-        command = " ".join(["getagrip-generate", *kept])
-    manifest = pack_run(args.out, args.pack, command)
+    """Pack the run; the manifest records this command without --pack when it named the objects (it rebuilds the run)
+    or mined (it rebuilds the mined shards)."""
+    i = argv.index("--pack") if "--pack" in argv else None
+    kept = argv[:i] + argv[i + 2:] if i is not None else [a for a in argv if not a.startswith("--pack=")]
+    command = " ".join(["getagrip-generate", *kept])
+    manifest = pack_run(args.out, args.pack, command if args.objects is not None else "", command if args.mine else "")
     size_mb = sum(p.stat().st_size for p in args.pack.rglob("*") if p.is_file()) / 1e6
     print(f"packed {manifest['num_objects']} objects, {manifest['counts']['grasps']} grasps into {args.pack} "
           f"({size_mb:.1f} MB)")

@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 SHARDS_DIR = "shards"
 MINED_DIR = "mined"
 """Planner-proposed grasps labelled on the run's objects (:mod:`getagrip_ros.data.mining`)."""
+MINING_FILE = "mining.json"
+"""The mining's settings and the hashes of the models that proposed the mined grasps."""
 CONFIG_FILE = "config.json"
 SKIPPED_FILE = "skipped.json"
 FAILED_FILE = "failed.json"

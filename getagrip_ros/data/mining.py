@@ -32,6 +32,7 @@ import torch
 
 from getagrip_ros.data.generate import (
     MINED_DIR,
+    MINING_FILE,
     SHARDS_DIR,
     GenerationConfig,
     ObjectOutcome,
@@ -56,7 +57,6 @@ from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, Mode
 from getagrip_ros.sim.world import SimWorld
 from getagrip_ros.status import StatusCode
 
-MINING_FILE = "mining.json"
 MINING_EVALUATORS = ("bps", "geometry")
 SETTLE_TOLERANCE_M = 1e-3
 """How far the re-settled object may lie from the pose stored in the source shard."""

@@ -8,10 +8,15 @@ A pack is itself a run folder that every reader of runs accepts (``getagrip-gene
   0.12 mm within 0.25 m of the centroid, against the simulated camera's 1 mm depth noise) and the BPS as float16
   (a step of at most 0.25 mm); the settings, timings and counts as UTF-8 JSON;
 - ``config.json``, ``skipped.json`` and ``failed.json`` of the run, copied;
+- ``mined/<set>/<id>.npz``, where the run was mined (:mod:`getagrip_ros.data.mining`): the mined grasps and labels
+  exactly, with the BPS (float16, as in the generated shard) and the frames they are matched by on merging, without
+  the cloud (the generated shard holds it); ``mining.json`` (the mining settings and the hashes of the models that proposed them) and the
+  mining's ``skipped.json`` / ``failed.json``, copied;
 - ``pack.json``: the format and its version, the command that rebuilds the run, the objects, the summed counts
-  and the SHA-256 of every shard (:func:`verify_pack` checks them).
+  and the SHA-256 of every shard, and the same for the mined shards under ``"mined"`` (:func:`verify_pack` checks
+  them).
 
-The mined shards of a run (``mined/``) are not packed. Frames: Oy (y up, origin at the cloud's centroid); metres.
+Frames: Oy (y up, origin at the cloud's centroid); metres.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from getagrip_ros.data.generate import CONFIG_FILE, FAILED_FILE, SHARDS_DIR, SKIPPED_FILE, load_shard, shard_path
+from getagrip_ros.data.generate import (CONFIG_FILE, FAILED_FILE, MINED_DIR, MINING_FILE, SHARDS_DIR, SKIPPED_FILE, load_shard,
+                                       shard_path)
 
 PACK_FILE = "pack.json"
 PACK_FORMAT = "getagrip_ros training pack"
@@ -64,11 +70,49 @@ def read_compact_shard(f) -> dict:
     return values
 
 
-def pack_run(run_dir: str | Path, pack_dir: str | Path, rebuild_command: str = "") -> dict:
-    """Write the compact copy of a run's generated shards into pack_dir (made or replaced); returns the manifest.
+def _write_compact_mined(source: Path, target: Path) -> None:
+    with np.load(source) as f:
+        arrays = {k: f[k] for k in f.files if k != "cloud_world_m"}
+    arrays["bps_m"] = arrays["bps_m"].astype(np.float16)  # as in the generated shard it is matched with
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez_compressed(f, **arrays)
+    os.replace(tmp, target)
+
+
+def _pack_mined(run_dir: Path, pack_dir: Path, rebuild_command: str) -> dict | None:
+    """Pack the run's mined shards (see the module docstring); their manifest entry, None where the run was not mined."""
+    if (pack_dir / MINED_DIR).exists():
+        shutil.rmtree(pack_dir / MINED_DIR)
+    sources = sorted((run_dir / MINED_DIR).rglob("*.npz"))
+    if not sources:
+        return None
+    for name in (SKIPPED_FILE, FAILED_FILE):
+        if (run_dir / MINED_DIR / name).is_file():
+            (pack_dir / MINED_DIR).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run_dir / MINED_DIR / name, pack_dir / MINED_DIR / name)
+    shutil.copyfile(run_dir / MINING_FILE, pack_dir / MINING_FILE)
+    objects, grasps = {}, 0
+    for source in sources:
+        name = source.relative_to(run_dir / MINED_DIR).with_suffix("").as_posix()
+        target = pack_dir / MINED_DIR / source.relative_to(run_dir / MINED_DIR)
+        _write_compact_mined(source, target)
+        with np.load(target) as f:
+            count = len(f["grasps_Oy"])
+        objects[name] = {"sha256": _sha256(target), "grasps": count}
+        grasps += count
+    return {"rebuild_command": rebuild_command, "num_objects": len(objects), "grasps": grasps, "objects": objects}
+
+
+def pack_run(run_dir: str | Path, pack_dir: str | Path, rebuild_command: str = "",
+             mined_rebuild_command: str = "") -> dict:
+    """Write the compact copy of a run's generated shards, and of its mined shards where it was mined, into pack_dir
+    (made or replaced); returns the manifest.
 
     Args:
         rebuild_command: the getagrip-generate command that made the run (recorded in the manifest).
+        mined_rebuild_command: the getagrip-generate --mine command that mined it (recorded with the mined shards).
 
     Raises:
         ValueError: run_dir holds no shard, or pack_dir is run_dir.
@@ -96,6 +140,8 @@ def pack_run(run_dir: str | Path, pack_dir: str | Path, rebuild_command: str = "
         objects[name] = {"sha256": _sha256(target), "grasps": counts["grasps"]}
     manifest = {"format": PACK_FORMAT, "version": PACK_VERSION, "rebuild_command": rebuild_command,
                 "num_objects": len(objects), "counts": totals, "objects": objects}
+    if (mined := _pack_mined(run_dir, pack_dir, mined_rebuild_command)) is not None:
+        manifest["mined"] = mined
     (pack_dir / PACK_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     return manifest
 
@@ -115,13 +161,14 @@ def verify_pack(pack_dir: str | Path) -> dict:
     if manifest.get("format") != PACK_FORMAT or manifest.get("version") != PACK_VERSION:
         raise ValueError(f"{manifest_path}: format {manifest.get('format')!r} version {manifest.get('version')!r}, "
                          f"this reader knows {PACK_FORMAT!r} version {PACK_VERSION}")
-    listed = manifest["objects"]
-    found = {p.relative_to(pack_dir / SHARDS_DIR).with_suffix("").as_posix()
-             for p in (pack_dir / SHARDS_DIR).rglob("*.npz")}
-    problems = [f"{name}: missing" for name in sorted(set(listed) - found)]
-    problems += [f"{name}: not in the manifest" for name in sorted(found - set(listed))]
-    problems += [f"{name}: SHA-256 differs" for name in sorted(set(listed) & found)
-                 if _sha256(shard_path(pack_dir, name)) != listed[name]["sha256"]]
+    problems = []
+    for folder, listed, prefix in ((SHARDS_DIR, manifest["objects"], ""),
+                                   (MINED_DIR, manifest.get("mined", {}).get("objects", {}), "mined ")):
+        found = {p.relative_to(pack_dir / folder).with_suffix("").as_posix() for p in (pack_dir / folder).rglob("*.npz")}
+        problems += [f"{prefix}{name}: missing" for name in sorted(set(listed) - found)]
+        problems += [f"{prefix}{name}: not in the manifest" for name in sorted(found - set(listed))]
+        problems += [f"{prefix}{name}: SHA-256 differs" for name in sorted(set(listed) & found)
+                     if _sha256(pack_dir / folder / f"{name}.npz") != listed[name]["sha256"]]
     if problems:
         raise ValueError(f"{pack_dir}: " + "; ".join(problems))
     return manifest

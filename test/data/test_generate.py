@@ -348,6 +348,20 @@ def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, t
     other = dataclasses.replace(tiny_models, bps_evaluator=tiny_models.bps_sampler)
     with pytest.raises(ValueError, match="model_hashes.bps_evaluator"):
         mine_dataset(run_dir, dataclasses.replace(config, models=other))
+    # a pack keeps the mined shards (without their clouds): it merges to the same dataset, verifies them, and a rerun
+    # of the mining on it has nothing left to do
+    from getagrip_ros.data.pack import pack_run, verify_pack
+
+    manifest = pack_run(run_dir, tmp_path / "pack", "", "getagrip-generate --mine")
+    assert manifest["mined"]["grasps"] == 12 and sorted(manifest["mined"]["objects"]) == sorted(OBJECTS)
+    assert verify_pack(tmp_path / "pack") == manifest and (tmp_path / "pack" / "mining.json").is_file()
+    packed = read_bps_dataset(merge_shards(tmp_path / "pack", tmp_path / "packed.h5"))
+    np.testing.assert_array_equal(packed.grasps, data.grasps)
+    np.testing.assert_array_equal(packed.labels, data.labels)
+    assert mine_dataset(tmp_path / "pack", config).already_done == 2
+    (tmp_path / "pack" / "mined" / f"{OBJECTS[0]}.npz").write_bytes(b"changed")
+    with pytest.raises(ValueError, match=f"mined {OBJECTS[0]}: SHA-256 differs"):
+        verify_pack(tmp_path / "pack")
     # the geometry evaluator can rank instead (its own mistakes are mined); an unknown evaluator is refused
     geometry_dir = tmp_path / "run_geometry"
     shutil.copytree(run[0], geometry_dir)
