@@ -52,6 +52,13 @@ RUN_GEOMETRY="${RUN_GEOMETRY:-data/training_v1}"
 # 59 validation objects' labelled candidates; the ranking is unchanged). calibrate writes the exported model.
 "$PY/getagrip-train" calibrate "$OUT/geometry_evaluator/best.pt" docs/data/ranking_diagnostic "$WEIGHTS/geometry_evaluator.pt" \
   --report docs/data/geometry_evaluator_calibration.json
+# 2026-12-05 (measured, not shipped: MODEL_CARD "Mining the geometry evaluator's own mistakes"): the pack's mined grasps
+# (data/training_v1/mined/, proposed by the geometry evaluator shipped then; the command is in its pack.json) with the
+# generated ones, skeleton and surface features
+"$PY/getagrip-generate" --out "$RUN_GEOMETRY" --merge "$OUT/data_clouds_mined.h5"
+"$PY/getagrip-train" geometry-evaluator --dataset "$OUT/data_clouds_mined.h5" --output-dir "$OUT/geometry_evaluator_mined"
+"$PY/getagrip-train" geometry-evaluator --dataset "$OUT/data_clouds_mined.h5" --output-dir "$OUT/surface_evaluator_mined" \
+  --feature-set surface
 evidence() {  # success with / without the evaluators on the objects $1, written to $2
   "$PY/python" benchmarks/bench_evaluator_evidence.py --objects "$1" --samplers fixed,diffusion \
   --bps-evaluator "$WEIGHTS/bps_evaluator.pt" --geometry-evaluator "$WEIGHTS/geometry_evaluator.pt" \

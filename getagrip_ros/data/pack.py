@@ -162,8 +162,10 @@ def verify_pack(pack_dir: str | Path) -> dict:
         raise ValueError(f"{manifest_path}: format {manifest.get('format')!r} version {manifest.get('version')!r}, "
                          f"this reader knows {PACK_FORMAT!r} version {PACK_VERSION}")
     problems = []
-    for folder, listed, prefix in ((SHARDS_DIR, manifest["objects"], ""),
-                                   (MINED_DIR, manifest.get("mined", {}).get("objects", {}), "mined ")):
+    checked = [(SHARDS_DIR, manifest["objects"], "")]
+    if "mined" in manifest:  # a pack without mined shards may be mined afterwards (in a copy): those are not checked
+        checked.append((MINED_DIR, manifest["mined"]["objects"], "mined "))
+    for folder, listed, prefix in checked:
         found = {p.relative_to(pack_dir / folder).with_suffix("").as_posix() for p in (pack_dir / folder).rglob("*.npz")}
         problems += [f"{prefix}{name}: missing" for name in sorted(set(listed) - found)]
         problems += [f"{prefix}{name}: not in the manifest" for name in sorted(found - set(listed))]

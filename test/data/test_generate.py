@@ -359,6 +359,12 @@ def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, t
     np.testing.assert_array_equal(packed.grasps, data.grasps)
     np.testing.assert_array_equal(packed.labels, data.labels)
     assert mine_dataset(tmp_path / "pack", config).already_done == 2
+    # a pack packed before its run was mined can be mined afterwards (the documented way to rebuild mined shards)
+    pack_run(run_dir, tmp_path / "unmined")
+    shutil.rmtree(tmp_path / "unmined" / "mined")
+    (tmp_path / "unmined" / "pack.json").write_text(json.dumps(
+        {k: v for k, v in json.loads((tmp_path / "unmined" / "pack.json").read_text()).items() if k != "mined"}))
+    assert len(mine_dataset(tmp_path / "unmined", config).mined) == 2 and "mined" not in verify_pack(tmp_path / "unmined")
     (tmp_path / "pack" / "mined" / f"{OBJECTS[0]}.npz").write_bytes(b"changed")
     with pytest.raises(ValueError, match=f"mined {OBJECTS[0]}: SHA-256 differs"):
         verify_pack(tmp_path / "pack")
@@ -427,3 +433,6 @@ def test_the_kept_training_pack_is_intact_and_merges_into_a_training_dataset(tmp
     data = read_bps_dataset(merge_shards(pack, tmp_path / "v1.h5", include_mined=False))
     assert data.num_grasps == 7917 and len(data.object_codes) == 144 and data.has_clouds
     assert 0.15 < float(data.labels[:, 2].mean()) < 0.25
+    # with the grasps mined on the same objects (the geometry evaluator's own proposals, 32 an object)
+    assert manifest["mined"]["grasps"] == 4608 and manifest["mined"]["num_objects"] == 144
+    assert read_bps_dataset(merge_shards(pack, tmp_path / "mined.h5")).num_grasps == 7917 + 4608
