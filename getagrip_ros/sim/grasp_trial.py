@@ -161,8 +161,11 @@ def object_lift_check(world: SimWorld, min_rise_m: float = 0.18, min_hand_links:
         rise = float(world.object_pose()[2, 3]) - z0
         touching = world.object_contacts()
         links = sorted(k for k, v in touching.items() if k in world.hand_link_names() and v > MIN_CONTACT_FORCE_N)
-        ok = rise >= min_rise_m and "world" not in touching and len(links) >= min_hand_links
+        short = [f"rose less than {100 * min_rise_m:.1f} cm"] if rise < min_rise_m else []
+        short += ["still on the table"] if "world" in touching else []
+        short += [f"fewer than {min_hand_links} hand links"] if len(links) < min_hand_links else []
         where = "on the table" if "world" in touching else "off the table"
-        return ok, f"object rose {100 * rise:.1f} cm, {where}, touched by {len(links)} hand links"
+        why = f"object rose {100 * rise:.2f} cm, {where}, touched by {len(links)} hand links"
+        return not short, why + (f" ({'; '.join(short)})" if short else "")
 
     return check

@@ -25,10 +25,13 @@ def _executor(sim, estop: EStop | None = None) -> GraspExecutor:
 def test_execute_grasp_lifts_the_cube_20_cm_and_holds_it(sim, cube_plan, cube_world):
     z0 = sim.object_pose()[2, 3]
     stages_seen = []
+    stricter = object_lift_check(sim, min_rise_m=0.25, min_hand_links=20)
     result = _executor(sim).execute(cube_plan.stages, cube_world, progress=lambda stage, f: stages_seen.append((stage, f)),
                                     lift_check=object_lift_check(sim))
     assert result.success and result.status == StatusCode.SUCCEEDED and result.stage == "done", result.reason
-    assert result.lifted is True and "off the table" in result.reason
+    assert result.lifted is True and "off the table" in result.reason and "(" not in result.reason
+    held, why = stricter()  # the same lift judged against higher bars names each bar it misses
+    assert not held and why.endswith("(rose less than 25.0 cm; fewer than 20 hand links)"), why
     assert [s for s, _ in stages_seen] == ["validation", "hand_shape", "approach", "close", "lift", "done"]
     assert [f for _, f in stages_seen] == sorted(f for _, f in stages_seen)
     assert set(result.timings_s) == {"validation", "hand_shape", "approach", "close", "lift"}
