@@ -425,7 +425,9 @@ def run_benchmark(protocol: BenchmarkProtocol, out_dir: str | Path,
     skipped_list = [{"object": obj, "reason": reason} for obj, reason in skipped.items()]
     summary["skipped_objects"] = skipped_list
     (out / "summary.json").write_text(json.dumps({"summary": summary, "trials": rows}, indent=1))
-    results = {"protocol_hash": protocol.hash(), "mode": mode, "summary": summary, "plot": str(plot),
+    from getagrip_ros.task.grasp_task import machine
+
+    results = {"protocol_hash": protocol.hash(), "mode": mode, "machine": machine(), "summary": summary, "plot": str(plot),
                "skipped": skipped_list,
                "trials": [{k: r[k] for k in ("trial", "object", "method", "success", "scored_success", "status", "stage",
                                              "reason", "timings_s")} for r in rows]}

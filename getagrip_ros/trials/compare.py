@@ -67,6 +67,13 @@ def _choice(a: dict | None, b: dict | None) -> str:
     return f" (#{a['grasp_index']} vs #{b['grasp_index']}; the other run refused #{first['grasp_index']}: {reason})"
 
 
+def _machines(a: dict | None, b: dict | None) -> str:
+    """"" when both trials ran on the same kind of CPU (or a bag does not say), else how the two differ."""
+    if not a or not b or a == b:
+        return ""
+    return "; ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+
+
 def compare_folders(a: str | Path, b: str | Path) -> dict[str, Any]:
     """Trials present in both folders (by name), each with both outcomes, whether they agree and where they differ."""
     bags_a = {p.name: p for p in find_bags(a)}
@@ -80,6 +87,7 @@ def compare_folders(a: str | Path, b: str | Path) -> dict[str, Any]:
                      "b": {k: oy.get(k) for k in ("success", "status", "stage", "reason")},
                      "agree": ox.get("success") == oy.get("success") and ox.get("status") == oy.get("status"),
                      "same_settings": x.metadata.get("config_hash") == y.metadata.get("config_hash"),
+                     "machines": _machines(x.metadata.get("machine"), y.metadata.get("machine")),
                      "first_difference": first_difference(_product(x), _product(y))})
     agree = sum(r["agree"] for r in rows)
     return {"a": str(a), "b": str(b), "trials": rows, "agree": agree, "compared": len(rows),
@@ -94,7 +102,8 @@ def format_markdown(report: dict[str, Any], a_name: str = "A", b_name: str = "B"
     lines = [f"| object | {a_name} | {b_name} | agree | where the runs first differ |", "|---|---|---|---|---|"]
     for r in report["trials"]:
         lines.append(f"| {r['object'].split('/')[-1]} | {_verdict(r['a'])} | {_verdict(r['b'])} | "
-                     f"{'yes' if r['agree'] else '**no**'} | {r['first_difference'] or 'nowhere: identical'} |")
+                     f"{'yes' if r['agree'] else '**no**'} | {r['first_difference'] or 'nowhere: identical'}"
+                     f"{' (other machines: ' + r['machines'] + ')' if r.get('machines') else ''} |")
     return "\n".join(lines)
 
 

@@ -268,6 +268,7 @@ def test_the_ros_mode_runs_the_same_protocol_through_the_launched_stack_and_agre
     local = run_benchmark(protocol, tmp_path / "local")
     ros = run_benchmark(protocol, tmp_path / "ros", mode="ros")
     assert ros["mode"] == "ros" and ros["protocol_hash"] == local["protocol_hash"] == protocol.hash()
+    assert ros["machine"] == local["machine"] and local["machine"]["cores"] >= 1
     (a,), (b,) = local["trials"], ros["trials"]
     assert a["trial"] == b["trial"] and a["status"] == b["status"] == "SUCCEEDED", (a["reason"], b["reason"])
     bags = [read_bag(tmp_path / mode / "trials" / a["trial"]) for mode in ("local", "ros")]
@@ -280,6 +281,7 @@ def test_the_ros_mode_runs_the_same_protocol_through_the_launched_stack_and_agre
 
     report = write_comparison(tmp_path / "local" / "trials", tmp_path / "ros" / "trials", tmp_path / "agreement")
     assert report["agree"] == report["compared"] == 1 and report["trials"][0]["same_settings"]
+    assert report["trials"][0]["machines"] == ""  # both on this CPU
     assert report["trials"][0]["first_difference"] == ""  # the same images, cloud, grasps and lift, bit for bit
     assert "| cube | lifted | lifted | yes |" in (tmp_path / "agreement" / "agreement.md").read_text()
     with pytest.raises(ValueError, match="unknown mode"):

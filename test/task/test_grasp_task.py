@@ -62,6 +62,7 @@ def test_the_cube_is_lifted_and_the_whole_trial_is_in_its_bag(cube_trial):
     meta = bag.metadata
     assert meta["object"] == "tabletop20/cube" and meta["method"]["sampler"] == "fixed_graspd" == config.sampler
     assert meta["config_hash"] == config.hash() and "mujoco" in meta["versions"] and meta["seed"] == config.seed
+    assert meta["machine"]["cores"] >= 1 and meta["machine"]["torch_cpu_capability"] and meta["machine"]["cpu"]
     counts = {t: len(bag.topic(t)) for t in ("/camera/image_raw", "/camera/camera_info", "/tf", "/object/points", "/object/bps",
                                              "/grasps/candidates", "/grasps/chosen", "/motion/approach", "/motion/lift",
                                              "/joint_states", "/sim/object_state")}

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from getagrip_ros.trials.compare import first_difference
+from getagrip_ros.trials.compare import _machines, first_difference, format_markdown
 
 
 def _run(**changes):
@@ -25,3 +25,18 @@ def test_the_first_stage_whose_products_differ_is_named():
     assert first_difference(_run(), _run(chosen=chosen)) == "motion planning: another grasp was chosen"
     assert first_difference(_run(), _run(final_z_m=0.05)) == "execution: the object ended at z = 0.200 vs 0.050 m"
     assert first_difference(_run(), _run(final_z_m=0.2015)) == ""  # the same lift, sampled at another moment of the hold
+
+
+def test_trials_from_other_kinds_of_cpu_are_flagged():
+    """Runs of one protocol agree bit for bit on one machine; on a CPU with other vector instructions the math
+    libraries' kernels change the floats, so the agreement table says when the two bags come from different CPUs."""
+    here = {"cpu": "Xeon", "x86_level": "x86-64-v4", "torch_cpu_capability": "AVX512"}
+    assert _machines(here, dict(here)) == "" and _machines(here, None) == ""
+    other = {**here, "x86_level": "x86-64-v3", "OPENBLAS_CORETYPE": "Haswell"}
+    assert _machines(here, other) == "OPENBLAS_CORETYPE None vs 'Haswell'; x86_level 'x86-64-v4' vs 'x86-64-v3'"
+    row = {"object": "tabletop20/goblet", "a": {"success": True, "status": "SUCCEEDED", "stage": "done"},
+           "b": {"success": False, "status": "NO_RESULT", "stage": "done"}, "agree": False,
+           "first_difference": "capture: image 0 differs (mean |diff| 21.851 of 255)", "machines": _machines(here, other)}
+    line = format_markdown({"trials": [row]}).splitlines()[-1]
+    assert line.startswith("| goblet | lifted | no_result (done) | **no** | capture: image 0 differs")
+    assert "(other machines: OPENBLAS_CORETYPE None vs 'Haswell'; x86_level" in line
