@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -11,11 +12,46 @@ import time
 from pathlib import Path
 
 
+DOMAIN_IDS = range(10, 100)
+"""The ROS domain ids runs of this stack take (each run its own, so two bring-ups on one machine never talk)."""
+_DOMAIN_LOCKS: dict[int, int] = {}
+"""This process's reserved domain id -> its lock file, held open (and locked) until the process exits."""
+
+
+def reserve_domain_id(preferred: int | None = None) -> int:
+    """A ROS domain id that no other process of this stack on this machine holds, kept for this process's life (one
+    per process: later calls return it). It is held by an exclusive lock on a file in the temp dir, which the
+    operating system releases when the process ends, however it ends. The search starts at `preferred` (default:
+    from the process id) and goes up.
+
+    Raises:
+        RuntimeError: every id of DOMAIN_IDS is held.
+    """
+    if _DOMAIN_LOCKS:
+        return next(iter(_DOMAIN_LOCKS))
+    folder = Path(tempfile.gettempdir()) / "getagrip_ros_domains"
+    folder.mkdir(exist_ok=True)
+    start = (preferred if preferred is not None else DOMAIN_IDS.start + os.getpid()) - DOMAIN_IDS.start
+    for k in range(len(DOMAIN_IDS)):
+        domain = DOMAIN_IDS[(start + k) % len(DOMAIN_IDS)]
+        fd = os.open(folder / f"{domain}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _DOMAIN_LOCKS[domain] = fd
+        return domain
+    raise RuntimeError(f"every ROS domain id {DOMAIN_IDS.start}-{DOMAIN_IDS.stop - 1} is held by another run of this "
+                       f"stack on this machine (lock files in {folder})")
+
+
 def isolated_ros_environment(domain_id: int | None = None, log_dir: str | Path | None = None) -> dict[str, str]:
-    """A copy of os.environ for ROS processes that stay on loopback, in a run-specific domain, logging to a temp dir."""
+    """A copy of os.environ for ROS processes that stay on loopback, in a domain of this process no other run of the
+    stack on this machine uses (`reserve_domain_id`; or `domain_id`), logging to a temp dir."""
     env = dict(os.environ)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else 10 + os.getpid() % 90)
+    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else reserve_domain_id())
     env["ROS_LOG_DIR"] = str(log_dir or tempfile.mkdtemp(prefix="getagrip_ros_log_"))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

@@ -31,3 +31,29 @@ def test_the_last_words_of_a_process_that_exited_count(tmp_path):
     with NodeProcess("exits", command=command, log_path=tmp_path / "out") as proc:
         assert proc.wait_for_output("without a newline", 30), proc.output()
         assert not proc.wait_for_output("never printed", 5)
+
+
+RESERVE = """
+import sys, time
+from getagrip_ros.ros.processes import reserve_domain_id
+print(reserve_domain_id(42), reserve_domain_id(), flush=True)
+time.sleep(60)
+"""
+
+
+def test_two_runs_on_one_machine_never_share_a_ros_domain(tmp_path):
+    """Each process holds its domain id until it exits; a second one asking for the same id gets another."""
+    first = NodeProcess("a", command=[sys.executable, "-c", RESERVE], log_path=tmp_path / "a")
+    second = NodeProcess("b", command=[sys.executable, "-c", RESERVE], log_path=tmp_path / "b")
+    with first:
+        assert first.wait_for_output(" ", 60), first.output()
+        a, again = map(int, first.output().split())
+        assert a == again and 10 <= a <= 99  # one id per process
+        with second:
+            assert second.wait_for_output(" ", 60), second.output()
+            b = int(second.output().split()[0])
+            assert b != a and 10 <= b <= 99
+    third = NodeProcess("c", command=[sys.executable, "-c", RESERVE], log_path=tmp_path / "c")
+    with third:  # the first two have exited: their ids are free again
+        assert third.wait_for_output(" ", 60), third.output()
+        assert int(third.output().split()[0]) == a
