@@ -70,7 +70,8 @@ class PlanOptions:
     """Per-request options (the build-time settings are in each backend's config)."""
 
     time_limit_s: float = 1.0
-    """Path search time per goal."""
+    """Path search time per goal (the OMPL backend counts its planning thread's CPU time, so load does not cut a
+    search short)."""
     total_time_limit_s: Optional[float] = None
     """Stop trying further goals once this much time has passed (None: no limit)."""
     stop_at_first_success: bool = True

@@ -257,13 +257,18 @@ class OmplBackend(MotionBackend):
         if self.config.range_rad > 0:
             planner.setRange(self.config.range_rad)
         planner.setProblemDefinition(pdef)
+        # the search's time is this thread's CPU time, not the wall clock: a loaded machine slows the search down
+        # but does not cut it short, so a request and seed give the same plan whatever else runs beside it
+        cpu_start = time.thread_time()
+        out_of_time = ob.PlannerTerminationCondition(lambda: time.thread_time() - cpu_start >= options.time_limit_s)
         with _ompl_log_level(ou.LOG_WARN):  # OMPL's default level prints every planner setting
             planner.setup()
-            status = planner.solve(options.time_limit_s)
-        details = {"collision_checks": self.checker.num_checks - checks_before, "direct": False}
+            status = planner.solve(out_of_time)
+        details = {"collision_checks": self.checker.num_checks - checks_before, "direct": False,
+                   "search_cpu_s": time.thread_time() - cpu_start}
         if status != ob.PlannerStatus.EXACT_SOLUTION:
-            return GoalPlan(PlanStatus.NO_PATH, f"no collision-free path within {options.time_limit_s:.3g} s",
-                            details=details)
+            return GoalPlan(PlanStatus.NO_PATH, f"no collision-free path within {options.time_limit_s:.3g} s of search "
+                            "(CPU time)", details=details)
         path = pdef.getSolutionPath()
         raw = _path_to_numpy(path)
         details["raw_waypoints"] = len(raw)

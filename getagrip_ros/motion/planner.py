@@ -78,7 +78,8 @@ class MotionPlannerConfig:
     """Build-time settings of the motion planner (per-request options are the arguments of its methods)."""
 
     planning_time_limit_s: float = 1.0
-    """Path search time per grasp (a request's timeout_s bounds the whole request)."""
+    """Path search time per grasp, in the planning thread's CPU time (a request's timeout_s, wall clock, bounds the
+    whole request)."""
     closing: ClosingConfig = field(default_factory=ClosingConfig)
     """Pre-grasp hand joints: fingertips moved closing.pregrasp_distance_m (-0.03 m) along their directions."""
     time_parameterization: TimeParameterizationConfig = field(default_factory=TimeParameterizationConfig)

@@ -72,7 +72,7 @@ class RobotStagesConfig:
     spiral: SpiralParams = field(default_factory=SpiralParams)
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     planning_time_limit_s: float = 1.0
-    """OMPL path search per grasp (a request's timeout_s bounds the whole request)."""
+    """OMPL path search per grasp, in the planning thread's CPU time (a request's timeout_s bounds the whole request)."""
     max_motion_planning_s: float = 300.0
     """Ceiling on one plan_motion request, whatever its timeout_s (0 there means this)."""
     stages: GraspStagesConfig = field(default_factory=GraspStagesConfig)
