@@ -120,8 +120,12 @@ def machine() -> dict[str, Any]:
     machine; on a CPU with other vector instructions the math libraries take other kernels, the last bits of
     the floats change (from the first image on) and outcomes near a threshold can flip (README "The grasp
     benchmark")."""
-    import numpy._core._multiarray_umath as umath
     import torch
+
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # numpy < 2
+        features = {}
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -129,7 +133,6 @@ def machine() -> dict[str, Any]:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
-    features = getattr(umath, "__cpu_features__", {})
     levels = [level for level in ("X86_V2", "X86_V3", "X86_V4") if features.get(level)]
     return {"cpu": cpu, "cores": os.cpu_count(), "x86_level": levels[-1].lower().replace("_v", "-64-v") if levels else "",
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), "numpy_blas_core": _numpy_blas_core(),
