@@ -425,7 +425,7 @@ def run_benchmark(protocol: BenchmarkProtocol, out_dir: str | Path,
     skipped_list = [{"object": obj, "reason": reason} for obj, reason in skipped.items()]
     summary["skipped_objects"] = skipped_list
     (out / "summary.json").write_text(json.dumps({"summary": summary, "trials": rows}, indent=1))
-    from getagrip_ros.task.grasp_task import machine
+    from getagrip_ros.task.machine import machine
 
     results = {"protocol_hash": protocol.hash(), "mode": mode, "machine": machine(), "summary": summary, "plot": str(plot),
                "skipped": skipped_list,
