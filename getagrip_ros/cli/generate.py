@@ -10,11 +10,13 @@
     getagrip-generate --out runs/data --pack data/my_pack     # a compact, versioned copy of the run (a run folder too)
     getagrip-generate --out data/training_v1 --merge data.h5 --generated-only   # the kept pack -> training dataset
     getagrip-generate --out runs/data_v1 --mine --limit 300 --workers 2   # label the shipped planner's proposals
+    getagrip-generate --out runs/graspd_mined --mine --mine-samplers graspd --workers 2   # and graspd's synthesis
     getagrip-generate --out runs/data_v1 --nerf-subset nerf.h5 --nerf-count 4   # NeRF grids of 4 objects' grasps
 
 --mine labels, per generated object, the evaluator's top grasps and unranked draws of the fixed and diffusion
-samplers (models: the shipped ones unless --mine-evaluator/--mine-sampler/--mine-fixed-grasps name others) and
-writes them under <out>/mined/; --merge then joins them to the generated grasps.
+samplers (models: the shipped ones unless --mine-evaluator/--mine-sampler/--mine-fixed-grasps name others), or every
+grasp graspd synthesises on the observed cloud (--mine-samplers graspd: top-k + random-k of them, --graspd-steps
+steps), and writes them under <out>/mined/; --merge then joins them (any folder under mined/) to the generated grasps.
 
 --nerf-subset renders each chosen object in the world it was labelled in, trains nerfacto on the views and writes
 its grasps' finger and global density grids in the public NeRF layout (the NeRF evaluator's data; minutes per
@@ -46,10 +48,11 @@ from getagrip_ros.data.generate import (
     write_fixed_grasp_set,
 )
 from getagrip_ros.data.pack import PACK_FILE, pack_run, verify_pack
-from getagrip_ros.data.mining import MINING_EVALUATORS, MiningConfig, MiningSummary, mine_dataset
+from getagrip_ros.data.mining import MINING_EVALUATORS, MINING_SAMPLERS, MiningConfig, MiningSummary, mine_dataset
 from getagrip_ros.data.stats import dataset_stats, plot_label_histograms
 from getagrip_ros.objects.catalog import SETS, list_objects, user_object
 from getagrip_ros.objects.mesh_object import MESH_FILE_SUFFIXES, ObjectSpec
+from getagrip_ros.planning.graspd_sampler import GraspdSamplerConfig
 from getagrip_ros.planning.planner import ModelFiles
 from getagrip_ros.training.datasets import read_bps_dataset
 from getagrip_ros.synthesis.optimizer import SynthesisConfig
@@ -137,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--generator", choices=("energy", "graspd"), default=GenerationConfig.generator,
                         help="how pre-grasps are made on the true mesh: heuristic starts refined on a small energy, "
                              "or contact-rich synthesis (Grasp'D)")
-    parser.add_argument("--graspd-steps", type=int, help=f"with --generator graspd: optimisation steps "
+    parser.add_argument("--graspd-steps", type=int, help=f"with --generator graspd or --mine-samplers graspd: optimisation steps "
                                                         f"(default {SynthesisConfig.num_steps})")
     parser.add_argument("--perturbations", type=int, help="labelling trials per grasp (paper and default: 5)")
     parser.add_argument("--workers", type=int, default=1, help="local worker processes")
@@ -164,6 +167,8 @@ def _parser() -> argparse.ArgumentParser:
         parser.add_argument(flag, default="shipped", metavar="PATH", help=f"with --mine: the {what} (default: shipped)")
     parser.add_argument("--mine-evaluator-kind", choices=MINING_EVALUATORS, default="bps",
                         help="with --mine: the evaluator that ranks the proposals (its mistakes are mined)")
+    parser.add_argument("--mine-samplers", default="fixed,diffusion",
+                        help=f"with --mine: comma-separated samplers whose proposals are labelled ({', '.join(MINING_SAMPLERS)})")
     parser.add_argument("--mine-top-k", type=int, default=MiningConfig.top_k, help="ranked grasps per sampler and object")
     parser.add_argument("--mine-random-k", type=int, default=MiningConfig.random_k, help="unranked draws per sampler and object")
     parser.add_argument("--nerf-subset", type=Path, metavar="OUT.h5", help="write NeRF grids of a few objects' grasps")
@@ -228,8 +233,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.mine:
             models = ModelFiles(**{f"{args.mine_evaluator_kind}_evaluator": args.mine_evaluator}, bps_sampler=args.mine_sampler,
                                 fixed_grasps=args.mine_fixed_grasps)
-            mining = MiningConfig(models, evaluator=args.mine_evaluator_kind, top_k=args.mine_top_k,
-                                  random_k=args.mine_random_k, generation=config, seed=args.seed)
+            graspd = GraspdSamplerConfig()
+            if args.graspd_steps is not None:
+                graspd = dataclasses.replace(graspd, synthesis=dataclasses.replace(graspd.synthesis,
+                                                                                   num_steps=args.graspd_steps))
+            mining = MiningConfig(models, evaluator=args.mine_evaluator_kind,
+                                  samplers=tuple(s.strip() for s in args.mine_samplers.split(",") if s.strip()),
+                                  top_k=args.mine_top_k, random_k=args.mine_random_k, graspd=graspd, generation=config,
+                                  seed=args.seed)
             with tqdm(unit="object", desc="mine", disable=True if args.quiet else None, dynamic_ncols=True) as bar:
                 def on_mined(outcome: ObjectOutcome, total: int) -> None:
                     bar.total = total

@@ -12,6 +12,10 @@ is still drawn from the generated grasps only.
 
 ``mining.json`` in the run folder holds the settings and the model files' hashes: a rerun continues with
 the same ones and refuses others (mined labels depend on the models that chose the grasps).
+
+The graspd sampler can be mined too (``samplers`` with "graspd"): its synthesis on the observed cloud is the
+expensive part, so every grasp it synthesises is labelled (top_k + random_k of them, in its physics-score order)
+rather than a ranked and an unranked draw made apart.
 """
 
 from __future__ import annotations
@@ -53,11 +57,13 @@ from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.models.shipped import resolve_model_file
 from getagrip_ros.objects.errors import ObjectRejected
 from getagrip_ros.objects.mesh_object import prepare_object
+from getagrip_ros.planning.graspd_sampler import GraspdSamplerConfig
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
 from getagrip_ros.sim.world import SimWorld
 from getagrip_ros.status import StatusCode
 
 MINING_EVALUATORS = ("bps", "geometry")
+MINING_SAMPLERS = ("fixed", "diffusion", "graspd")
 SETTLE_TOLERANCE_M = 1e-3
 """How far the re-settled object may lie from the pose stored in the source shard."""
 
@@ -69,13 +75,16 @@ class MiningConfig:
     evaluator: str = "bps"
     """The planner's evaluator that ranks the proposals ("bps" or "geometry"): its own mistakes are mined."""
     samplers: tuple[str, ...] = ("fixed", "diffusion")
+    """The planner's samplers whose proposals are labelled (of MINING_SAMPLERS)."""
     top_k: int = 12
-    """The evaluator's best grasps labelled per sampler and object."""
+    """The evaluator's best grasps labelled per sampler and object (graspd: see random_k)."""
     random_k: int = 4
-    """Unranked draws labelled per sampler and object."""
+    """Unranked draws labelled per sampler and object (graspd synthesises top_k + random_k and all are labelled)."""
     num_samples: int = 3200
     """Grasps each sampler proposes before ranking (the planner's default)."""
     refinement_iterations: int = 0
+    graspd: GraspdSamplerConfig = field(default_factory=GraspdSamplerConfig)
+    """The graspd sampler's settings (its num_grasps is replaced by top_k + random_k)."""
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     """The source run's settings: object preparation, scene, placement and the label protocol."""
     seed: int = 0
@@ -83,6 +92,8 @@ class MiningConfig:
     def __post_init__(self) -> None:
         if self.evaluator not in MINING_EVALUATORS:
             raise ValueError(f"mining ranks with one of {MINING_EVALUATORS}, not {self.evaluator!r}")
+        if not self.samplers or any(s not in MINING_SAMPLERS for s in self.samplers):
+            raise ValueError(f"mining labels the proposals of one or more of {MINING_SAMPLERS}, not {list(self.samplers)}")
 
 
 def _file_hash(setting: str, value: str) -> str:
@@ -101,7 +112,10 @@ def _file_hash(setting: str, value: str) -> str:
 
 def mining_settings(config: MiningConfig) -> dict:
     """What a mined folder must agree on: the settings (JSON types) and the hashes of the model files."""
-    settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in ("models", "generation")}
+    settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+                if f.name not in ("models", "generation", "graspd")}
+    if "graspd" in config.samplers:  # older runs (fixed and diffusion only) record no graspd settings
+        settings["graspd"] = json.loads(json.dumps(dataclasses.asdict(config.graspd), default=str))  # dtypes as text
     settings = json.loads(json.dumps(settings))  # tuples -> lists, as read back from mining.json
     settings["generation"] = _compared_settings(config.generation)
     settings["model_hashes"] = {k: _file_hash(k, v) for k, v in dataclasses.asdict(config.models).items()
@@ -115,15 +129,23 @@ def mined_path(run_dir: str | Path, name: str) -> Path:
     return Path(run_dir, MINED_DIR, *folders, f"{stem}.npz")
 
 
-_PLANNERS: dict[tuple[ModelFiles, int], GraspPlanner] = {}
+_PLANNERS: dict[tuple[ModelFiles, int, GraspdSamplerConfig], GraspPlanner] = {}
 
 
-def _planner(models: ModelFiles, num_samples: int) -> GraspPlanner:
-    """One planner per process, model set and sample count (models load once; an unranked draw of k grasps
-    samples only k)."""
-    if (models, num_samples) not in _PLANNERS:
-        _PLANNERS[models, num_samples] = GraspPlanner(GraspPlannerConfig(num_samples=num_samples, models=models))
-    return _PLANNERS[models, num_samples]
+def _planner(models: ModelFiles, num_samples: int, graspd: GraspdSamplerConfig) -> GraspPlanner:
+    """One planner per process, model set, sample count and graspd setting (models load once; an unranked draw of
+    k grasps samples only k)."""
+    key = (models, num_samples, graspd)
+    if key not in _PLANNERS:
+        _PLANNERS[key] = GraspPlanner(GraspPlannerConfig(num_samples=num_samples, models=models, graspd=graspd))
+    return _PLANNERS[key]
+
+
+def _draws(config: MiningConfig, sampler: str) -> list[tuple[str, int, str]]:
+    """(evaluator, grasps to label, kind) of each plan made with `sampler` for one object."""
+    if sampler == "graspd":  # one synthesis, every grasp labelled
+        return [("none", config.top_k + config.random_k, "graspd_synthesised")]
+    return [(config.evaluator, config.top_k, f"{sampler}_ranked"), ("none", config.random_k, f"{sampler}_random")]
 
 
 def mine_object(source: ObjectShard, config: MiningConfig) -> ObjectShard:
@@ -145,12 +167,13 @@ def mine_object(source: ObjectShard, config: MiningConfig) -> ObjectShard:
         if moved_m > SETTLE_TOLERANCE_M:
             raise ObjectRejected(f"{source.object_name}: settled {moved_m * 1e3:.1f} mm away from its pose in the source run")
         timings["prepare"] = round(time.perf_counter() - start, 4)
+        graspd = dataclasses.replace(config.graspd, num_grasps=config.top_k + config.random_k)
         for sampler in config.samplers:
-            for evaluator, k in ((config.evaluator, config.top_k), ("none", config.random_k)):
+            for evaluator, k, kind in _draws(config, sampler):
                 if k == 0:
                     continue
                 # an unranked draw samples a few more than k: the planner's filters drop some
-                planner = _planner(config.models, config.num_samples if evaluator != "none" else 8 * k)
+                planner = _planner(config.models, config.num_samples if evaluator != "none" else 8 * k, graspd)
                 plan = planner.plan(PlanRequest(points_m=source.cloud_world_m.astype(np.float64), frame_id="world",
                                                 num_grasps=k, sampler=sampler, evaluator=evaluator,
                                                 refinement_iterations=config.refinement_iterations, seed=seed))
@@ -160,8 +183,10 @@ def mine_object(source: ObjectShard, config: MiningConfig) -> ObjectShard:
                     raise RuntimeError(f"{source.object_name}: {sampler} + {evaluator} plan failed: "
                                        f"{plan.status.name}: {plan.reason}")
                 parts.append(plan.planned.grasps)
-                kinds += [f"{sampler}_{'random' if evaluator == 'none' else 'ranked'}"] * len(plan.planned.grasps)
+                kinds += [kind] * len(plan.planned.grasps)
         timings["plan"] = round(time.perf_counter() - start - timings["prepare"], 4)
+        if not parts:
+            raise ObjectRejected(f"{source.object_name}: no proposal of {list(config.samplers)} passed the planner's filters")
         grasps = Grasp.cat(parts)
         labels = label_grasps(world, grasps, planner.hand, gen.labels, torch.Generator().manual_seed(seed))
         physics = world.physics_settings()

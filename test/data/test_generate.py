@@ -378,6 +378,25 @@ def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, t
     assert mined.settings["kinds"] == kinds and mined.settings["mining"]["evaluator"] == "geometry"
     with pytest.raises(ValueError, match="mining ranks with one of"):
         MiningConfig(tiny_models, evaluator="nerf")
+    # graspd's synthesis on the observed cloud is mined whole: every synthesised grasp labelled, its settings recorded
+    from getagrip_ros.planning.graspd_sampler import GraspdSamplerConfig
+    from getagrip_ros.synthesis.object_sdf import SDFConfig
+    from getagrip_ros.synthesis.optimizer import SynthesisConfig
+
+    graspd_dir = tmp_path / "run_graspd"
+    shutil.copytree(run[0], graspd_dir)
+    quick = GraspdSamplerConfig(synthesis=SynthesisConfig(num_steps=40, chunk_steps=20), sdf=SDFConfig(resolution=32))
+    graspd = dataclasses.replace(config, samplers=("graspd",), graspd=quick)
+    assert len(mine_dataset(graspd_dir, graspd, limit=1).mined) == 1
+    mined = load_shard(next((graspd_dir / "mined").rglob("*.npz")))
+    assert 1 <= len(mined.grasps_Oy) <= 3 and set(mined.settings["kinds"]) == {"graspd_synthesised"}
+    assert mined.settings["mining"]["graspd"]["synthesis"]["num_steps"] == 40
+    assert np.linalg.norm(mined.grasps_Oy[:, :3], axis=1).max() < 0.25  # synthesised on the object
+    with pytest.raises(ValueError, match="graspd.synthesis.num_steps: 40 in the run folder, 60 now"):
+        mine_dataset(graspd_dir, dataclasses.replace(graspd, graspd=dataclasses.replace(
+            quick, synthesis=SynthesisConfig(num_steps=60, chunk_steps=20))))
+    with pytest.raises(ValueError, match="mining labels the proposals of one or more of"):
+        MiningConfig(tiny_models, samplers=("heuristic",))
     # a mined shard whose observation does not match its object's generated one is refused by the merge
     bad = load_shard(mined_path(run_dir, OBJECTS[0]))
     dataclasses.replace(bad, bps_m=bad.bps_m + 0.01).save(mined_path(run_dir, OBJECTS[0]))
