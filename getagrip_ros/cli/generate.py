@@ -253,7 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.pack is not None:
             _pack(args, sys.argv[1:] if argv is None else argv)
         if (args.out / PACK_FILE).is_file():
-            print(f"{args.out}: training pack version {verify_pack(args.out)['version']}, every shard as listed")
+            this_mining = args.mine and bool(mined.mined)  # mined/ now holds this run's round, not the pack's listed one
+            version = verify_pack(args.out, check_mined=not this_mining)["version"]
+            checked = "generated shard as listed (mined/ holds this run's mining)" if this_mining else "shard as listed"
+            print(f"{args.out}: training pack version {version}, every {checked}")
         if args.merge is not None:
             path = merge_shards(args.out, args.merge, include_mined=not args.generated_only, headings=args.headings)
             print(f"wrote {path}")

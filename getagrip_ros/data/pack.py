@@ -146,9 +146,13 @@ def pack_run(run_dir: str | Path, pack_dir: str | Path, rebuild_command: str = "
     return manifest
 
 
-def verify_pack(pack_dir: str | Path) -> dict:
+def verify_pack(pack_dir: str | Path, check_mined: bool = True) -> dict:
     """Check a pack against its manifest: format, version, and every listed shard present with its SHA-256, and no
     other shard. Returns the manifest.
+
+    Args:
+        check_mined: also the mined shards; False where ``mined/`` holds a later mining of a copy of the pack
+            (a round of its own, not the pack's listed one).
 
     Raises:
         ValueError: naming what does not match.
@@ -163,7 +167,7 @@ def verify_pack(pack_dir: str | Path) -> dict:
                          f"this reader knows {PACK_FORMAT!r} version {PACK_VERSION}")
     problems = []
     checked = [(SHARDS_DIR, manifest["objects"], "")]
-    if "mined" in manifest:  # a pack without mined shards may be mined afterwards (in a copy): those are not checked
+    if "mined" in manifest and check_mined:  # a pack without mined shards may be mined afterwards: not checked
         checked.append((MINED_DIR, manifest["mined"]["objects"], "mined "))
     for folder, listed, prefix in checked:
         found = {p.relative_to(pack_dir / folder).with_suffix("").as_posix() for p in (pack_dir / folder).rglob("*.npz")}

@@ -365,6 +365,19 @@ def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, t
     (tmp_path / "unmined" / "pack.json").write_text(json.dumps(
         {k: v for k, v in json.loads((tmp_path / "unmined" / "pack.json").read_text()).items() if k != "mined"}))
     assert len(mine_dataset(tmp_path / "unmined", config).mined) == 2 and "mined" not in verify_pack(tmp_path / "unmined")
+    # a copy of a pack that lists its mined shards, mined again in another round (its mined/ and mining.json removed):
+    # the CLI checks the generated shards against the manifest, not this round's mined ones
+    shutil.copytree(tmp_path / "pack", tmp_path / "round2")
+    shutil.rmtree(tmp_path / "round2" / "mined")
+    (tmp_path / "round2" / "mining.json").unlink()
+    models = ["--mine-evaluator", str(tiny_models.bps_evaluator), "--mine-sampler", str(tiny_models.bps_sampler),
+              "--mine-fixed-grasps", str(tiny_models.fixed_grasps)]
+    capsys.readouterr()
+    assert main(["--out", str(tmp_path / "round2"), "--mine", "--mine-samplers", "fixed", "--mine-top-k", "1",
+                 "--mine-random-k", "1", "--limit", "1", "--quiet", *models]) == 0
+    assert "every generated shard as listed (mined/ holds this run's mining)" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="mined .*missing"):  # the listed round is gone: the whole pack does not verify
+        verify_pack(tmp_path / "round2")
     (tmp_path / "pack" / "mined" / f"{OBJECTS[0]}.npz").write_bytes(b"changed")
     with pytest.raises(ValueError, match=f"mined {OBJECTS[0]}: SHA-256 differs"):
         verify_pack(tmp_path / "pack")
