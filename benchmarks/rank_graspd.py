@@ -19,11 +19,18 @@ mean epsilon, the share of draws in force closure, the mean number of fingers (a
 travel to the surface, the smallest cosine of a closing direction with the inward normal. Each is tried added to the
 score, and all of them in a ridge ranking trained leave-one-object-out.
 
+``--evaluators A.pt,B.pt`` (runs with the grasps' vectors) adds each learned evaluator's predicted y_PGS as a
+ranking: the object's cloud observed as the data engine observes it (depth views along the capture spirals, the
+same seed), the grasps moved into its Oy frame, the evaluator's prediction as the planner's ranking sees it
+(calibrated where the checkpoint holds a calibration); then the rank of its prediction added to w x the rank of
+the physics score, for a few w. ``shipped_bps`` and ``shipped_geometry`` name the package's evaluators.
+
 ``--relabel`` labels the best 5 by the written labels (the oracle) and the top 5 by the score again, with fresh label
 noise: the oracle's own labels are biased up (the best 5 of 32 noisy 5-trial estimates), the fresh ones are not.
 
     python benchmarks/rank_graspd.py docs/graspd/ranking_validation.json
     python benchmarks/rank_graspd.py docs/graspd/ranking_validation_flex.json --closing --relabel
+    python benchmarks/rank_graspd.py --evaluators shipped_geometry,data/experiments/surface_evaluator_graspd_mined.pt
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 
 from bench_graspd import distance_along, placed_mesh
 
@@ -100,6 +107,41 @@ def closing_features(objects, perturbations: int) -> None:
         print(f"  closing features: {name}", flush=True)
 
 
+def evaluator_predictions(objects, paths: list[str]) -> list[str]:
+    """Add each evaluator's predicted y_PGS (key: the evaluator's name) to every object's grasps, in place."""
+    from getagrip_ros.data.generate import CloudConfig, GenerationConfig, object_seed, observe_object
+    from getagrip_ros.grasp.frames import invert_transform
+    from getagrip_ros.grasp.grasp import Grasp
+    from getagrip_ros.models.bps_evaluator import Y_PGS
+    from getagrip_ros.models.calibration import predict_pool
+    from getagrip_ros.models.checkpoints import load_checkpoint
+    from getagrip_ros.models.shipped import resolve_model_file
+    from getagrip_ros.objects.catalog import object_by_name
+    from getagrip_ros.objects.mesh_object import prepare_object
+    from getagrip_ros.planning.object_input import object_from_points
+    from getagrip_ros.robot.allegro import AllegroHand
+    from getagrip_ros.sim.world import SimWorld
+
+    base, hand = GenerationConfig(), AllegroHand()
+    models = {Path(p).stem if not p.startswith("shipped_") else p:
+              load_checkpoint(resolve_model_file(f"{p[8:]}_evaluator", "shipped") if p.startswith("shipped_") else p)
+              for p in paths}
+    for title, g in objects:
+        name = title.split(" (")[0]
+        with SimWorld(base.scene, prepare_object(object_by_name(name), base.prepare), base.placement) as world:
+            cloud = observe_object(world, CloudConfig(), np.random.default_rng(object_seed(name, 0)))
+        planning = object_from_points(cloud, "world")
+        T = invert_transform(planning.T_frame_Oy)
+        grasps_Oy = Grasp.from_vector(torch.as_tensor(g["grasp_vector"], dtype=torch.float32), "world").transformed(T, "Oy")
+        T = T.numpy()
+        pool = {"grasps_Oy": grasps_Oy.to_numpy_vector().astype(np.float32), "bps_m": planning.bps_m.astype(np.float32),
+                "cloud_Oy_m": (cloud @ T[:3, :3].T + T[:3, 3]).astype(np.float32), "table_y_m": np.float32(T[1, 3])}
+        for key, model in models.items():
+            g[key] = model.calibrated(torch.from_numpy(predict_pool(model, hand, pool))).numpy()[:, Y_PGS]
+        print(f"  evaluators: {name} ({len(cloud)} cloud points)", flush=True)
+    return list(models)
+
+
 def relabel(objects) -> dict[str, float]:
     """Fresh labels (another noise seed) of each object's best 5 by its written y_PGS and top 5 by its score."""
     from getagrip_ros.data.generate import GenerationConfig
@@ -155,7 +197,8 @@ def ridge_top5(objects, keys: tuple[str, ...], alpha: float) -> float:
 
 
 def top5(objects, rank) -> float:
-    return float(np.mean([g["y_pgs"][np.argsort(rank(g), kind="stable")[:5]].mean() for _, g in objects]))
+    """Mean y_PGS of each object's first 5 by `rank` (lower first; ties in physics-score order, as the planner breaks them)."""
+    return float(np.mean([g["y_pgs"][np.lexsort((g["score"], rank(g)))[:5]].mean() for _, g in objects]))
 
 
 def main() -> None:
@@ -165,13 +208,17 @@ def main() -> None:
     parser.add_argument("--closing", action="store_true", help="add the closing features (needs grasp vectors)")
     parser.add_argument("--perturbations", type=int, default=8, help="--closing: wrist-noise draws per grasp")
     parser.add_argument("--relabel", action="store_true", help="label the oracle's and the score's top 5 again")
+    parser.add_argument("--out", type=Path, help="also write the table and the correlations as JSON")
+    parser.add_argument("--evaluators", default="", help="BPS or geometry evaluator checkpoints, comma-separated "
+                        "(shipped_bps, shipped_geometry: the package's), each added as a ranking")
     args = parser.parse_args()
     torch.set_num_threads(1)
     objects = load(args.runs)
-    if (args.closing or args.relabel) and (missing := [t for t, g in objects if "grasp_vector" not in g]):
-        raise SystemExit(f"--closing and --relabel need the grasps' vectors (runs from 2026-12-04 on): {missing[0]} has none")
+    if (args.closing or args.relabel or args.evaluators) and (missing := [t for t, g in objects if "grasp_vector" not in g]):
+        raise SystemExit(f"--closing, --relabel and --evaluators need the grasps' vectors (runs from 2026-12-04 on): {missing[0]} has none")
     if args.closing:
         closing_features(objects, args.perturbations)
+    evaluators = evaluator_predictions(objects, args.evaluators.split(",")) if args.evaluators else []
     print(f"{len(objects)} objects x {int(np.mean([len(g['y_pgs']) for _, g in objects]))} grasps")
     rows = [("random 5 (mean y_PGS)", float(np.mean([g["y_pgs"].mean() for _, g in objects]))),
             ("best 5 (oracle)", float(np.mean([np.sort(g["y_pgs"])[-5:].mean() for _, g in objects]))),
@@ -187,16 +234,28 @@ def main() -> None:
         for alpha in (1.0, 10.0, 100.0):
             rows.append((f"ridge on score + closing, alpha {alpha:g}", ridge_top5(objects, CLOSING, alpha)))
             rows.append((f"ridge on score + closing + gaps, alpha {alpha:g}", ridge_top5(objects, CLOSING + FEATURES, alpha)))
+    for key in evaluators:
+        rows.append((f"{key} (predicted y_PGS)", top5(objects, lambda g, k=key: -g[k])))
+        for weight in (0.5, 1.0, 2.0):  # ranks within the object, lower first
+            rows.append((f"rank of {key} + {weight:g} x rank of score", top5(objects, lambda g, k=key, w=weight:
+                                                                            rankdata(-g[k]) + w * rankdata(g["score"]))))
     if args.relabel:
         rows += [(f"{name}, labelled again", value) for name, value in relabel(objects).items()]
     for name, value in rows:
-        print(f"{name:<44s} top 5 {100 * value:5.1f}%")
-    print(f"\n{'feature':<28s} Spearman with y_PGS / y_coll / y_pick (mean within objects)")
-    for feature in ("score",) + FEATURES + (CLOSING if args.closing else ()):
+        print(f"{name:<64s} top 5 {100 * value:5.1f}%")
+    print(f"\n{'feature':<32s} Spearman with y_PGS / y_coll / y_pick (mean within objects)")
+    correlations = {}
+    for feature in ("score",) + FEATURES + (CLOSING if args.closing else ()) + tuple(evaluators):
         r = [[spearmanr(g[feature], g[y]).statistic for y in ("y_pgs", "y_coll", "y_pick")]
              for _, g in objects if feature in g and g["y_pgs"].std() > 0]
         if r:
-            print(f"{feature:<28s} " + " / ".join(f"{v:+.2f}" for v in np.nanmean(np.asarray(r), 0)))
+            correlations[feature] = np.nanmean(np.asarray(r), 0).tolist()
+            print(f"{feature:<32s} " + " / ".join(f"{v:+.2f}" for v in correlations[feature]))
+    if args.out:
+        args.out.write_text(json.dumps({"runs": [str(p) for p in args.runs], "objects": len(objects),
+                                        "evaluators": args.evaluators.split(",") if args.evaluators else [],
+                                        "top5": dict(rows), "spearman_y_pgs_y_coll_y_pick": correlations}, indent=1))
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

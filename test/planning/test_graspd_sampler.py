@@ -21,7 +21,7 @@ from getagrip_ros.objects.primitives import box_surface_points, cylinder_surface
 from getagrip_ros.planning.graspd_sampler import (GraspdSamplerConfig, cloud_normals, graspd_hand_model,
                                                   synthesis_deadline_s)
 from getagrip_ros.planning.object_input import object_from_bps, object_from_points
-from getagrip_ros.planning.planner import SAMPLERS, GraspPlanner, GraspPlannerConfig, PlanRequest
+from getagrip_ros.planning.planner import SAMPLERS, GraspPlanner, GraspPlannerConfig, PlanRequest, rank_sum_order
 from getagrip_ros.status import StageError, StatusCode
 from getagrip_ros.synthesis.object_sdf import SDFConfig
 from getagrip_ros.synthesis.optimizer import SynthesisConfig
@@ -145,13 +145,23 @@ def test_cloud_normals_point_outward_and_fall_back_to_the_centroid():
     assert method == "centroid" and (np.einsum("ij,ij->i", normals, sheet - sheet.mean(0)) >= 0).all()
 
 
-def test_graspd_with_the_shipped_geometry_evaluator_ranks_and_refines(planner):
+def test_graspd_with_the_shipped_geometry_evaluator_ranks_with_the_physics_score_and_refines(planner):
     result = planner.plan(graspd_request(num_grasps=3, evaluator="geometry", refinement_iterations=2))
     assert result.success, result.reason
-    assert "ranked by the geometry evaluator" in result.reason and "2 refinement iterations" in result.reason
+    assert "ranked by the geometry evaluator + 1 x the graspd physics score (ranks)" in result.reason
+    assert "2 refinement iterations" in result.reason
     y_pgs = result.planned.y_pgs.numpy()
-    assert 1 <= len(y_pgs) <= 3 and np.isfinite(y_pgs).all() and (np.diff(y_pgs) <= 1e-6).all()
+    assert 1 <= len(y_pgs) <= 3 and np.isfinite(y_pgs).all()
     assert {"evaluation", "refinement"} <= set(result.timings_s)
+
+
+def test_the_rank_sum_orders_by_both_ranks_with_ties_in_physics_order():
+    y_pgs = torch.tensor([0.1, 0.9, 0.5, 0.8])  # evaluator's ranks 4, 1, 3, 2; physics ranks 1, 2, 3, 4
+    assert rank_sum_order(y_pgs, torch.arange(4), 1.0).tolist() == [1, 0, 2, 3]  # sums 5, 3, 6, 6: a tie, physics first
+    assert rank_sum_order(y_pgs, torch.arange(4), 0.0).tolist() == [1, 3, 2, 0]  # the evaluator alone
+    assert rank_sum_order(y_pgs, torch.arange(4), 10.0).tolist() == [0, 1, 2, 3]  # the physics score dominates
+    assert rank_sum_order(y_pgs, torch.tensor([7, 2, 9, 4]), 1.0).tolist() == [1, 3, 0, 2]  # ranks of the given places
+    assert rank_sum_order(torch.tensor([float("nan"), 0.2, 0.1]), torch.arange(3), 0.4).tolist() == [1, 2, 0]  # NaN: lowest
 
 
 def test_graspd_settings_are_node_parameters_and_every_sampler_is_accepted(tmp_path, capsys):
