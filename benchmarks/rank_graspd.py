@@ -30,7 +30,8 @@ noise: the oracle's own labels are biased up (the best 5 of 32 noisy 5-trial est
 
     python benchmarks/rank_graspd.py docs/graspd/ranking_validation.json
     python benchmarks/rank_graspd.py docs/graspd/ranking_validation_flex.json --closing --relabel
-    python benchmarks/rank_graspd.py --evaluators shipped_geometry,data/experiments/surface_evaluator_graspd_mined.pt
+    python benchmarks/rank_graspd.py --evaluators shipped_geometry,data/experiments/surface_evaluator_graspd_mined.pt \
+        docs/graspd/ranking_test_vectors.json --out docs/graspd/ranking_evaluators_test.json
 """
 
 from __future__ import annotations
