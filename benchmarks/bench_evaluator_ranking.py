@@ -121,14 +121,25 @@ def label_pool(name: str, makers: list[tuple[str, CandidateFn]], hand: AllegroHa
         grasps = Grasp.cat([g for _, g in made])
         labels = label_grasps(world, grasps, hand, LabelConfig(num_perturbations=executions),
                               torch.Generator().manual_seed(object_seed(name, 1)), threads=threads)
-    T_Oy_world = invert_transform(planning.T_frame_Oy)
-    grasps_Oy = grasps.transformed(T_Oy_world, "Oy")
-    T = T_Oy_world.numpy()
-    return {"grasps_Oy": grasps_Oy.to_numpy_vector().astype(np.float32), "bps_m": planning.bps_m.astype(np.float32),
+    return {**evaluator_inputs(cloud, planning, grasps),
             "sampler": np.concatenate([np.full(len(g), i, np.int8) for i, g in made]),
             "sampler_names": np.array([kind for kind, _ in makers]),
-            **{y: np.array([getattr(label, y.lower()) for label in labels], np.float32) for y in LABEL_NAMES},
+            **{y: np.array([getattr(label, y.lower()) for label in labels], np.float32) for y in LABEL_NAMES}}
+
+
+def evaluator_inputs(cloud: np.ndarray, planning: PlanningObject, grasps: Grasp) -> dict[str, np.ndarray]:
+    """What a BPS or geometry evaluator reads, as the planner gives it: the grasps, the cloud and the table height in
+    the cloud's Oy frame (metres), and the BPS (`planning`: the object made from the world-frame `cloud`)."""
+    T_Oy_world = invert_transform(planning.T_frame_Oy)
+    T = T_Oy_world.numpy()
+    return {"grasps_Oy": grasps.transformed(T_Oy_world, "Oy").to_numpy_vector().astype(np.float32),
+            "bps_m": planning.bps_m.astype(np.float32),
             "cloud_Oy_m": (cloud @ T[:3, :3].T + T[:3, 3]).astype(np.float32), "table_y_m": np.float32(T[1, 3])}
+
+
+def load_evaluator(spec: str):
+    """A checkpoint path, or shipped_bps / shipped_geometry for the package's evaluators."""
+    return load_checkpoint(resolve_model_file(f"{spec[8:]}_evaluator", "shipped") if spec.startswith("shipped_") else spec)
 
 
 def ranking_scores(pools: list[dict[str, np.ndarray]], predict, kind: str | None = None,
@@ -318,8 +329,7 @@ def main() -> None:
     groups = [(k, k) for k in present] + ([("all", None)] if len(present) > 1 else [])
     report = {"objects": len(pools), "executions": args.executions, "candidates": args.candidates,
               "pools": {group: oracle_scores(pools, kind) for group, kind in groups}, "evaluators": {}}
-    models = {path: load_checkpoint(resolve_model_file(f"{path[8:]}_evaluator", "shipped") if path.startswith("shipped_") else path)
-              for path in args.evaluators.split(",") if path}
+    models = {path: load_evaluator(path) for path in args.evaluators.split(",") if path}
     unknown = {path: m.kind for path, m in models.items() if m.kind not in ("bps_evaluator", "geometry_evaluator")}
     if unknown:
         parser.error(f"not BPS or geometry evaluators: {unknown}")

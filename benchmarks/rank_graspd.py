@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import rankdata, spearmanr
+from scipy.stats import spearmanr
 
 from bench_graspd import distance_along, placed_mesh
 
@@ -110,13 +110,12 @@ def closing_features(objects, perturbations: int) -> None:
 
 def evaluator_predictions(objects, paths: list[str]) -> list[str]:
     """Add each evaluator's predicted y_PGS (key: the evaluator's name) to every object's grasps, in place."""
+    from bench_evaluator_ranking import evaluator_inputs, load_evaluator
+
     from getagrip_ros.data.generate import CloudConfig, GenerationConfig, object_seed, observe_object
-    from getagrip_ros.grasp.frames import invert_transform
     from getagrip_ros.grasp.grasp import Grasp
     from getagrip_ros.models.bps_evaluator import Y_PGS
     from getagrip_ros.models.calibration import predict_pool
-    from getagrip_ros.models.checkpoints import load_checkpoint
-    from getagrip_ros.models.shipped import resolve_model_file
     from getagrip_ros.objects.catalog import object_by_name
     from getagrip_ros.objects.mesh_object import prepare_object
     from getagrip_ros.planning.object_input import object_from_points
@@ -124,19 +123,13 @@ def evaluator_predictions(objects, paths: list[str]) -> list[str]:
     from getagrip_ros.sim.world import SimWorld
 
     base, hand = GenerationConfig(), AllegroHand()
-    models = {Path(p).stem if not p.startswith("shipped_") else p:
-              load_checkpoint(resolve_model_file(f"{p[8:]}_evaluator", "shipped") if p.startswith("shipped_") else p)
-              for p in paths}
+    models = {p if p.startswith("shipped_") else Path(p).stem: load_evaluator(p) for p in paths}
     for title, g in objects:
         name = title.split(" (")[0]
         with SimWorld(base.scene, prepare_object(object_by_name(name), base.prepare), base.placement) as world:
             cloud = observe_object(world, CloudConfig(), np.random.default_rng(object_seed(name, 0)))
-        planning = object_from_points(cloud, "world")
-        T = invert_transform(planning.T_frame_Oy)
-        grasps_Oy = Grasp.from_vector(torch.as_tensor(g["grasp_vector"], dtype=torch.float32), "world").transformed(T, "Oy")
-        T = T.numpy()
-        pool = {"grasps_Oy": grasps_Oy.to_numpy_vector().astype(np.float32), "bps_m": planning.bps_m.astype(np.float32),
-                "cloud_Oy_m": (cloud @ T[:3, :3].T + T[:3, 3]).astype(np.float32), "table_y_m": np.float32(T[1, 3])}
+        grasps = Grasp.from_vector(torch.as_tensor(g["grasp_vector"], dtype=torch.float32), "world")
+        pool = evaluator_inputs(cloud, object_from_points(cloud, "world"), grasps)
         for key, model in models.items():
             g[key] = model.calibrated(torch.from_numpy(predict_pool(model, hand, pool))).numpy()[:, Y_PGS]
         print(f"  evaluators: {name} ({len(cloud)} cloud points)", flush=True)
@@ -197,6 +190,14 @@ def ridge_top5(objects, keys: tuple[str, ...], alpha: float) -> float:
     return float(np.mean(tops))
 
 
+def planner_place(g: dict[str, np.ndarray], key: str, weight: float) -> np.ndarray:
+    """Each grasp's place in the planner's rank-sum order of evaluator `key` and the physics score (0 = first)."""
+    from getagrip_ros.planning.planner import rank_sum_order
+
+    order = rank_sum_order(torch.as_tensor(g[key]), torch.as_tensor(g["score"]), weight).numpy()
+    return np.argsort(order)
+
+
 def top5(objects, rank) -> float:
     """Mean y_PGS of each object's first 5 by `rank` (lower first; ties in physics-score order, as the planner breaks them)."""
     return float(np.mean([g["y_pgs"][np.lexsort((g["score"], rank(g)))[:5]].mean() for _, g in objects]))
@@ -239,7 +240,7 @@ def main() -> None:
         rows.append((f"{key} (predicted y_PGS)", top5(objects, lambda g, k=key: -g[k])))
         for weight in (0.5, 1.0, 2.0):  # ranks within the object, lower first
             rows.append((f"rank of {key} + {weight:g} x rank of score", top5(objects, lambda g, k=key, w=weight:
-                                                                            rankdata(-g[k]) + w * rankdata(g["score"]))))
+                                                                            planner_place(g, k, w))))
     if args.relabel:
         rows += [(f"{name}, labelled again", value) for name, value in relabel(objects).items()]
     for name, value in rows:

@@ -308,7 +308,8 @@ def validate_request(request: PlanRequest, config: GraspPlannerConfig) -> None:
 
 def rank_sum_order(y_pgs: torch.Tensor, physics_rank: torch.Tensor, weight: float) -> torch.Tensor:
     """Indices of grasps, best first, by rank(predicted y_PGS, highest first) + weight x rank(`physics_rank`, lowest
-    first: 0 = graspd's best physics score); ties go in physics order. A NaN prediction counts as the lowest."""
+    first: graspd's physics score or each grasp's place in its order); ties go in physics order. A NaN prediction
+    counts as the lowest."""
     physics = physics_rank.cpu().numpy()
     key = rankdata(-np.nan_to_num(y_pgs.double().cpu().numpy(), nan=-np.inf)) + weight * rankdata(physics)
     return torch.from_numpy(np.lexsort((physics, key)))
