@@ -13,9 +13,11 @@ setup:
 demo: setup
 	@$(PY) -m getagrip_ros.demo
 
-# CI's suite: everything but the tests marked slow (a NeRF trained for planning, catalog-wide settling, Ray)
+# CI's suite: everything but the tests marked slow (a NeRF trained for planning, catalog-wide settling, Ray), on
+# TEST_WORKERS processes (one per core here), a test file at a time each, the longest files first (test/conftest.py)
+TEST_WORKERS ?= 2
 test: setup
-	@$(PY) -m pytest -q -m "not slow"
+	@$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-all: setup
 	@$(PY) -m pytest -q

@@ -14,6 +14,25 @@ from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.ros.processes import isolated_ros_environment
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs two workers on two cores: each gets one torch thread, and so do the processes it starts
+    # (two processes of two spinning libgomp threads each slow each other several-fold).
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+#: The longest test files (1-3 min each with two workers), longest first. `make test` hands files to its workers in
+#: collection order, so these go first and the run does not end with one worker alone on a long file.
+LONG_FILES_FIRST = ("test/ros/test_grasp_object_bringup.py", "test/test_colcon_build.py", "test/test_demo.py",
+                    "test/task/test_benchmark.py", "test/task/test_grasp_task.py", "test/data/test_generate.py",
+                    "test/planning/test_simulation_evaluator.py", "test/ros/test_processes.py",
+                    "test/ros/test_plan_grasp_graspd.py", "test/ros/test_perception_actions.py",
+                    "test/ros/test_plan_grasp_faults.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
+
 
 @pytest.fixture(scope="session")
 def ros_env(tmp_path_factory):

@@ -239,7 +239,8 @@ class GraspTaskNode(StackNode):
         from rclpy.executors import ExternalShutdownException
 
         try:
-            self._trace_executor.spin()
+            while self.context.ok() and not self.closing.is_set():  # a bounded wait, so close() can join this thread
+                self._trace_executor.spin_once(timeout_sec=0.1)
         except ExternalShutdownException:  # SIGINT: the context is going down
             pass
         except Exception:  # noqa: BLE001 - the context went down mid-wait (SIGINT): nothing is left to record
@@ -351,6 +352,9 @@ class GraspTaskNode(StackNode):
     def close(self) -> None:
         """Shutting down: a running trial is cancelled (its sub-goals too) and still recorded."""
         self.closing.set()
+        # the trace thread leaves its wait first: shutting its executor down under a running wait, or exiting with the
+        # thread still in it, can abort the process ("terminate called without an active exception", seen under load)
+        self._trace_thread.join(timeout=5.0)
         self._trace_executor.shutdown(timeout_sec=5.0)  # before waiting: its wait set goes with the context
         super().close()
         self.trace_node.destroy_node()

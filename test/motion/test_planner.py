@@ -88,15 +88,23 @@ def test_a_busy_machine_slows_the_search_but_does_not_change_the_plan(monkeypatc
 
     world = PlanningWorld().with_boxes(WALL)
     start, goal = _swing()
+    place, calls = CollisionChecker._place, []
+
+    def counted_place(self, q_arm_rad):
+        calls.append(1)
+        return place(self, q_arm_rad)
+
+    monkeypatch.setattr(CollisionChecker, "_place", counted_place)
+    planner_alone = MotionPlanner()
     cpu_start = time.thread_time()
-    alone = MotionPlanner().plan_to_joints(start, goal, world, OPEN_HAND, seed=3)  # a search of ~0.2 s
-    limit_s = 2 * (time.thread_time() - cpu_start)  # well above the search's own CPU time, whatever this machine's speed
+    alone = planner_alone.plan_to_joints(start, goal, world, OPEN_HAND, seed=3)  # a search of ~0.5 s, ~900 checks
+    limit_s = 3 * (time.thread_time() - cpu_start)  # well above the search's own CPU time, whatever this machine's speed
     assert alone.success and len(alone.path_rad) >= 3
     planner = MotionPlanner(MotionPlannerConfig(planning_time_limit_s=limit_s))
-    place = CollisionChecker._place
+    wait_s = 3 * limit_s / len(calls)  # the same search makes the same checks: 3x its limit of waiting in all
 
     def waiting_place(self, q_arm_rad):
-        time.sleep(0.002)  # the other jobs' turn
+        time.sleep(wait_s)  # the other jobs' turn
         return place(self, q_arm_rad)
 
     monkeypatch.setattr(CollisionChecker, "_place", waiting_place)
