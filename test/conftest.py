@@ -20,13 +20,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 
-#: The longest test files (1-3 min each with two workers), longest first. `make test` hands files to its workers in
-#: collection order, so these go first and the run does not end with one worker alone on a long file.
-LONG_FILES_FIRST = ("test/ros/test_grasp_object_bringup.py", "test/test_colcon_build.py", "test/test_demo.py",
+#: The longest test files (1-3.5 min each with two workers, measured 2026-12-07), longest first. `make test` hands
+#: files to its workers in collection order, so these go first and the run does not end with one worker alone on one.
+LONG_FILES_FIRST = ("test/test_colcon_build.py", "test/test_demo.py", "test/ros/test_grasp_object_bringup.py",
                     "test/task/test_benchmark.py", "test/task/test_grasp_task.py", "test/data/test_generate.py",
-                    "test/planning/test_simulation_evaluator.py", "test/ros/test_processes.py",
-                    "test/ros/test_plan_grasp_graspd.py", "test/ros/test_perception_actions.py",
-                    "test/ros/test_plan_grasp_faults.py")
+                    "test/planning/test_simulation_evaluator.py", "test/human_demo/test_transfer.py",
+                    "test/ros/test_perception_actions.py", "test/ros/test_processes.py",
+                    "test/ros/test_plan_grasp_graspd.py")
 
 
 def pytest_collection_modifyitems(config, items):

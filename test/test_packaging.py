@@ -55,3 +55,13 @@ def test_launch_files_compile_and_build_where_launch_exists():
         spec.loader.exec_module(module)
         assert module.generate_launch_description().entities
 
+
+
+def test_make_test_runs_two_workers_and_names_only_existing_long_files():
+    from test.conftest import LONG_FILES_FIRST
+
+    makefile = (ROOT / "Makefile").read_text()
+    assert "-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder" in makefile and "TEST_WORKERS ?= 2" in makefile
+    assert "pytest-xdist==" in (ROOT / "requirements" / "python.txt").read_text()
+    missing = [path for path in LONG_FILES_FIRST if not (ROOT / path).is_file()]
+    assert not missing and len(set(LONG_FILES_FIRST)) == len(LONG_FILES_FIRST), missing
