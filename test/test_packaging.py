@@ -56,7 +56,6 @@ def test_launch_files_compile_and_build_where_launch_exists():
         assert module.generate_launch_description().entities
 
 
-
 def test_make_test_runs_two_workers_and_names_only_existing_long_files():
     from test.conftest import LONG_FILES_FIRST
 
