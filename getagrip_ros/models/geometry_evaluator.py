@@ -82,7 +82,7 @@ FEATURE_SETS = ("skeleton", "surface")
 
 @functools.lru_cache(maxsize=1)
 def _surface_hand() -> "HandModel":
-    """The Allegro hand's surface samples (in each link's frame) and collision spheres, built once (~5 s)."""
+    """The Allegro hand's surface samples (in each link's frame) and collision spheres, built once (~1-2 s)."""
     from getagrip_ros.synthesis.hand_model import AllegroModelConfig, SurfaceSamplingConfig, allegro_hand_model
 
     return allegro_hand_model(AllegroModelConfig(contact_links="all", sampling=SurfaceSamplingConfig(num_samples=SURFACE_SAMPLES)))

@@ -262,15 +262,15 @@ class HandModel:
         upper = self.upper_limits_rad.clamp(max=math.pi)
         q = lower + (upper - lower) * torch.rand(num_configurations, self.num_joints, dtype=torch.float64,
                                                  generator=torch.Generator().manual_seed(0))
-        closest = torch.full((len(pairs),), math.inf, dtype=torch.float64)
+        n = len(self.sphere_radii_m)
+        closest = torch.full((n, n), math.inf, dtype=torch.float64)  # centre distance of every sphere pair
         with torch.no_grad():
             for chunk in q.split(500):
                 T = torch.eye(4, dtype=torch.float64).expand(len(chunk), 4, 4)
                 c = self.sphere_centres(self.link_poses(T, chunk))
-                gap = (c[:, pairs[:, 0]] - c[:, pairs[:, 1]]).square().sum(-1).sqrt() \
-                    - self.sphere_radii_m[pairs[:, 0]] - self.sphere_radii_m[pairs[:, 1]]
-                closest = torch.minimum(closest, gap.min(0).values)
-        return pairs[closest < margin_m]
+                closest = torch.minimum(closest, torch.cdist(c, c, compute_mode="donot_use_mm_for_euclid_dist").amin(0))
+        i, j = pairs[:, 0], pairs[:, 1]
+        return pairs[closest[i, j] - self.sphere_radii_m[i] - self.sphere_radii_m[j] < margin_m]
 
     def _check(self) -> None:
         n, num_links = len(self.points_in_link_m), len(self.tree.target_links)

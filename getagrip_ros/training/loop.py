@@ -2,9 +2,10 @@
 history and loss curves.
 
 An output folder holds ``last.pt`` (every epoch, with the optimiser state and the history), ``best.pt`` (lowest
-validation loss), ``history.json`` and ``loss_curves.png``. Rerunning with the same folder continues from
-``last.pt``; the settings must be the same (only ``epochs`` and ``device`` may change). Each epoch reseeds torch
-from (seed, epoch), so a resumed run equals an uninterrupted one.
+validation loss), ``history.json`` (every epoch) and ``loss_curves.png`` (after the first and the last epoch, in
+between at most every ``LOSS_CURVES_EVERY_S``: a drawing takes 0.3-0.7 s, longer than a small model's epoch).
+Rerunning with the same folder continues from ``last.pt``; the settings must be the same (only ``epochs`` and
+``device`` may change). Each epoch reseeds torch from (seed, epoch), so a resumed run equals an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ LAST_CHECKPOINT = "last.pt"
 BEST_CHECKPOINT = "best.pt"
 HISTORY_FILE = "history.json"
 LOSS_CURVES_FILE = "loss_curves.png"
+LOSS_CURVES_EVERY_S = 30.0
+"""Seconds of training between two redraws of ``loss_curves.png`` (it is always drawn after the last epoch)."""
 RESUMABLE_FIELDS = ("epochs", "device")
 """LoopConfig fields that may differ between a run and its resumption."""
 
@@ -203,6 +206,7 @@ def run_training(task: TrainingTask, loop: LoopConfig, output_dir: str | Path, p
     steps_per_epoch = len(_batches(task.train_indices, loop.batch_size))
     bar = tqdm(total=max(loop.epochs, start_epoch) * steps_per_epoch, initial=start_epoch * steps_per_epoch,
                desc=task.kind, unit="step", disable=None if progress else True, dynamic_ncols=True)
+    curves_drawn_s = -math.inf
     with bar:
         for epoch in range(start_epoch + 1, loop.epochs + 1):
             start = time.perf_counter()
@@ -238,8 +242,10 @@ def run_training(task: TrainingTask, loop: LoopConfig, output_dir: str | Path, p
             save(last, epoch, {"epoch": epoch, "optimizer": optimizer.state_dict(), "history": history,
                                "run_config": task.run_config})
             _write_history(history, history_path, task)
-            write_loss_curves(history, curves_path, f"{task.kind} ({len(task.train_indices)} train, "
-                                                    f"{len(task.val_indices)} val grasps)")
+            if epoch == loop.epochs or time.monotonic() - curves_drawn_s >= LOSS_CURVES_EVERY_S:
+                write_loss_curves(history, curves_path, f"{task.kind} ({len(task.train_indices)} train, "
+                                                        f"{len(task.val_indices)} val grasps)")
+                curves_drawn_s = time.monotonic()
     if not history["epoch"]:
         raise ValueError(f"{task.kind}: no epochs to train (epochs = {loop.epochs})")
     best_i = int(np.argmin(history["val_loss"]))

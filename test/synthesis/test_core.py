@@ -249,9 +249,17 @@ def test_allegro_model_has_about_3000_samples_on_the_right_links(hand):
     everything = allegro_hand_model(AllegroModelConfig(contact_links="all"))
     assert bool(everything.contact_mask.all())
     assert (hand.self_collision_pairs[:, 0] != hand.self_collision_pairs[:, 1]).all()
+    checked = set()
     for a, b in hand.self_collision_pairs.tolist():  # chain neighbours are never checked
         pair = tuple(sorted((int(hand.sphere_link[a]), int(hand.sphere_link[b]))))
         assert pair not in hand.adjacent_links
+        checked.add(pair)
+    link = hand.link_names.index
+    # links that can meet are checked (neighbouring fingertips, thumb and index tips); the index and ring bases,
+    # 9 cm apart on the palm, never come close and are left out
+    assert {tuple(sorted((link(a), link(b)))) for a, b in (("link_3.0_tip", "link_7.0_tip"),
+                                                           ("link_3.0_tip", "link_15.0_tip"))} <= checked
+    assert tuple(sorted((link("link_0.0"), link("link_8.0")))) not in checked
 
 
 def test_allegro_samples_move_with_the_joints_and_the_wrist(hand):

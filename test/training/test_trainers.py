@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from getagrip_ros.models.checkpoints import load_checkpoint
+from getagrip_ros.training import loop as loop_module
 from getagrip_ros.training.datasets import (
     finger_grid_inputs,
     global_grid_inputs,
@@ -52,6 +53,21 @@ def test_bps_evaluator_learns_and_its_checkpoint_reloads(bps_dataset, tmp_path):
 
     png = result.loss_curves_path.read_bytes()
     assert result.loss_curves_path.name == "loss_curves.png" and png[:8] == PNG_SIGNATURE and len(png) > 5000
+
+
+def test_loss_curves_are_drawn_after_the_first_and_last_epoch_and_at_most_every_interval(bps_dataset, tmp_path,
+                                                                                        monkeypatch):
+    drawn = []
+    draw = loop_module.write_loss_curves
+    monkeypatch.setattr(loop_module, "write_loss_curves",
+                        lambda history, *a: drawn.append(history["epoch"][-1]) or draw(history, *a))
+    monkeypatch.setattr(loop_module, "LOSS_CURVES_EVERY_S", 1e6)
+    result = train_bps_evaluator(bps_dataset, tmp_path / "rare", tiny_evaluator(epochs=5), progress=False)
+    assert drawn == [1, 5] and result.loss_curves_path.read_bytes()[:8] == PNG_SIGNATURE
+    monkeypatch.setattr(loop_module, "LOSS_CURVES_EVERY_S", 0.0)
+    drawn.clear()
+    train_bps_evaluator(bps_dataset, tmp_path / "every", tiny_evaluator(epochs=3), progress=False)
+    assert drawn == [1, 2, 3]
 
 
 def test_resume_continues_from_last_checkpoint_and_equals_an_uninterrupted_run(bps_dataset, tmp_path):
