@@ -121,6 +121,8 @@ class KinematicTree(torch.nn.Module):
             slot_of_link[j.child] = i
             self._q_index.append(self.joint_names.index(j.name) if j.movable else -1)
             self._type.append(j.type)
+        self._revolute_slots = [i for i, t in enumerate(self._type) if t in ("revolute", "continuous")]
+        self._revolute_of_slot = {slot: k for k, slot in enumerate(self._revolute_slots)}
         self._target_slot = [slot_of_link[link] for link in target_links]
         self._target_chains = [[order.index(j) for j in chain if j.movable] for chain in chains]
         T0 = torch.zeros(len(order), 4, 4, dtype=torch.float64)
@@ -199,14 +201,17 @@ class KinematicTree(torch.nn.Module):
         origins = self.joint_origins.to(q.dtype)
         axes = self.joint_axes.to(q.dtype)
         eye = torch.eye(4, dtype=q.dtype, device=q.device).expand(q.shape[0], 4, 4)
+        revolute = self._revolute_slots
+        if revolute:  # every revolute joint's rotation in one batched call (one autograd node, not one per joint)
+            q_revolute = q[:, [self._q_index[i] for i in revolute], None]
+            rotations = torch.zeros(q.shape[0], len(revolute), 4, 4, dtype=q.dtype, device=q.device)
+            rotations[..., :3, :3] = so3_exp(axes[revolute] * q_revolute)
+            rotations[..., 3, 3] = 1.0
         poses: list[torch.Tensor] = []
         for i, (parent, qi, jtype) in enumerate(zip(self._parent_slot, self._q_index, self._type)):
             T = origins[i].expand(q.shape[0], 4, 4)
             if jtype in ("revolute", "continuous"):
-                motion = torch.zeros_like(eye).clone()
-                motion[:, :3, :3] = so3_exp(axes[i] * q[:, qi : qi + 1])
-                motion[:, 3, 3] = 1.0
-                T = T @ motion
+                T = T @ rotations[:, self._revolute_of_slot[i]]
             elif jtype == "prismatic":
                 motion = eye.clone()
                 motion[:, :3, 3] = axes[i] * q[:, qi : qi + 1]
