@@ -25,6 +25,9 @@ same seed), the grasps moved into its Oy frame, the evaluator's prediction as th
 (calibrated where the checkpoint holds a calibration); then the rank of its prediction added to w x the rank of
 the physics score, for a few w. ``shipped_bps`` and ``shipped_geometry`` name the package's evaluators.
 
+``--draw OBJECT --draw-out PNG`` draws one object's grasps instead (runs with the grasps' vectors): the score's top 5,
+then the 4 best by their labels, the hand coloured by the labelled y_PGS, the first also closed on the object.
+
 ``--relabel`` labels the best 5 by the written labels (the oracle) and the top 5 by the score again, with fresh label
 noise: the oracle's own labels are biased up (the best 5 of 32 noisy 5-trial estimates), the fresh ones are not.
 
@@ -32,6 +35,8 @@ noise: the oracle's own labels are biased up (the best 5 of 32 noisy 5-trial est
     python benchmarks/rank_graspd.py docs/graspd/ranking_validation_flex.json --closing --relabel
     python benchmarks/rank_graspd.py --evaluators shipped_geometry,data/experiments/surface_evaluator_graspd_mined.pt \
         docs/graspd/ranking_test_vectors.json --out docs/graspd/ranking_evaluators_test.json
+    python benchmarks/rank_graspd.py docs/graspd/ranking_test_vectors.json --draw tabletop20/squirrel \
+        --draw-out docs/graspd/squirrel_score_top5.png
 """
 
 from __future__ import annotations
@@ -136,6 +141,31 @@ def evaluator_predictions(objects, paths: list[str]) -> list[str]:
     return list(models)
 
 
+def draw(objects, name: str, path: Path) -> None:
+    """The ``--draw`` picture (module docstring) of the object `name`."""
+    from getagrip_ros.data.generate import GenerationConfig
+    from getagrip_ros.grasp.grasp import Grasp
+    from getagrip_ros.objects.catalog import object_by_name
+    from getagrip_ros.objects.mesh_object import prepare_object
+    from getagrip_ros.robot.allegro import AllegroHand
+    from getagrip_ros.viz.grasp_image import draw_grasps
+
+    matches = [g for title, g in objects if title.split(" (")[0] == name]
+    if not matches:
+        raise SystemExit(f"--draw: {name} is not in the runs")
+    g, base = matches[0], GenerationConfig()
+    if "grasp_vector" not in g:
+        raise SystemExit(f"--draw needs the grasps' vectors (runs from 2026-12-04 on): {name} has none")
+    mesh = placed_mesh(prepare_object(object_by_name(name), base.prepare), base)  # where the labels had it
+    top = np.argsort(g["score"], kind="stable")[:5].tolist()
+    best = [int(i) for i in np.argsort(-g["y_pgs"], kind="stable") if i not in top][:4]
+    grasps = Grasp.from_vector(torch.as_tensor(g["grasp_vector"][top + best], dtype=torch.float32), "world")
+    draw_grasps(np.asarray(mesh.sample(3000, seed=0)), grasps, AllegroHand(), path, max_grasps=9,
+                scores=g["y_pgs"][top + best], mesh=mesh,
+                title=f"{name}: the physics score's top 5 (#1-#5), then the 4 best by their labels; colour = labelled y_PGS")
+    print(f"wrote {path}")
+
+
 def relabel(objects) -> dict[str, float]:
     """Fresh labels (another noise seed) of each object's best 5 by its written y_PGS and top 5 by its score."""
     from getagrip_ros.data.generate import GenerationConfig
@@ -213,9 +243,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the table and the correlations as JSON")
     parser.add_argument("--evaluators", default="", help="BPS or geometry evaluator checkpoints, comma-separated "
                         "(shipped_bps, shipped_geometry: the package's), each added as a ranking")
+    parser.add_argument("--draw", help="draw this object's grasps (see the module docstring) and stop")
+    parser.add_argument("--draw-out", type=Path, default=Path("graspd_grasps.png"), help="--draw: the PNG")
     args = parser.parse_args()
     torch.set_num_threads(1)
     objects = load(args.runs)
+    if args.draw:
+        return draw(objects, args.draw, args.draw_out)
     if (args.closing or args.relabel or args.evaluators) and (missing := [t for t, g in objects if "grasp_vector" not in g]):
         raise SystemExit(f"--closing, --relabel and --evaluators need the grasps' vectors (runs from 2026-12-04 on): {missing[0]} has none")
     if args.closing:
