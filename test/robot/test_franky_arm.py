@@ -39,6 +39,8 @@ from getagrip_ros.robot.franky_arm import (
 )
 from getagrip_ros.robot.interfaces import JointTrajectory
 
+from ..loopback import free_loopback_address
+
 TOL_RAD = 0.02
 READY = np.array(FR3_Q_READY_RAD)
 #: A 1.6 s path: joint 1 goes out to +0.3 rad and comes back to +0.1; the other joints move monotonically.
@@ -284,19 +286,6 @@ def at_ready(arm):
         if result.success:
             return arm
     raise AssertionError(f"could not bring the arm to the ready pose: {result.reason}")
-
-
-def free_loopback_address() -> str:
-    """A loopback address where nothing listens on libfranka's command port 1337."""
-    for last in range(200, 255):
-        host = f"127.0.0.{last}"
-        with socket.socket() as probe:
-            try:
-                probe.bind((host, 1337))
-            except OSError:
-                continue
-        return host
-    raise RuntimeError("no free loopback address")
 
 
 def test_follows_a_multi_waypoint_trajectory_through_its_waypoints(at_ready, sim_robot):

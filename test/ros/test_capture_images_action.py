@@ -20,6 +20,8 @@ from getagrip_ros.ros.client import call_action, cancel_after_feedback, send_goa
 from getagrip_ros.ros.conversions import image_msg_to_rgb, matrix_from_pose
 from getagrip_ros.ros.processes import NodeProcess
 
+from ..loopback import free_loopback_address
+
 OBJECT_XY = (0.55, 0.0)
 SMALL_SIM = ["-p", "sim.camera_width_px:=160", "-p", "sim.camera_height_px:=120", "-p", "sim.camera_fy_px:=66.625",
              "-p", f"sim.object_xy_m:=[{OBJECT_XY[0]}, {OBJECT_XY[1]}]", "-p", "capture.min_images:=3"]
@@ -135,12 +137,13 @@ def test_cancel_stops_the_arm_and_ends_canceled(rclpy_node, client, server, tmp_
 
 def test_hardware_backend_without_a_robot_fails_goals_with_the_reason(ros_env, rclpy_node, tmp_path):
     """FR3 through franky, Allegro topics, ZED 2i: with no robot at the address every goal ends HARDWARE_ERROR, saying why."""
+    host = free_loopback_address()  # not 127.0.0.1: a franky-sim of a test on the other worker may listen there
     args = ["--ros-args", "--params-file", str(config_path("robot.yaml")), "-p", "backend:=hardware",
-            "-p", "hardware.franky_host:=127.0.0.1", "-r", "__node:=robot_hw", "-r", "capture_images:=capture_images_hw",
+            "-p", f"hardware.franky_host:={host}", "-r", "__node:=robot_hw", "-r", "capture_images:=capture_images_hw",
             "-p", f"data_roots:=[{tmp_path}]"]
     with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env,
                      log_path=tmp_path / "hw.out") as proc:
-        assert proc.wait_for_output("robot ready (FR3 at 127.0.0.1 through franky", timeout_s=60), proc.output()
+        assert proc.wait_for_output(f"robot ready (FR3 at {host} through franky", timeout_s=60), proc.output()
         client = ActionClient(rclpy_node, CaptureImages, "capture_images_hw")
         try:
             assert client.wait_for_server(timeout_sec=20)
@@ -149,6 +152,6 @@ def test_hardware_backend_without_a_robot_fails_goals_with_the_reason(ros_env, r
         finally:
             client.destroy()
         assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.HARDWARE_ERROR
-        assert "the FR3 at 127.0.0.1 is not reachable" in result.status.reason and proc.process.poll() is None
+        assert f"the FR3 at {host} is not reachable" in result.status.reason and proc.process.poll() is None
         assert not (tmp_path / "ds").exists()  # nothing moved, nothing written
     assert proc.process.returncode == 0, proc.output()

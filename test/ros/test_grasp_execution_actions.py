@@ -27,6 +27,7 @@ from getagrip_ros.ros.conversions import grasps_to_msgs
 from getagrip_ros.ros.processes import NodeProcess
 
 from ..conftest import CUBE
+from ..loopback import free_loopback_address
 
 
 
@@ -201,7 +202,8 @@ def test_plan_cancel_estop_then_lift_the_cube(rclpy_node, clients, cube_grasps, 
 
 
 def test_hardware_backend_without_a_robot_refuses_goals_with_the_reason(ros_env, rclpy_node, cube_grasps):
-    args = ["--ros-args", "-r", "__ns:=/hw", "-p", "backend:=hardware", "-p", "hardware.franky_host:=127.0.0.1"]
+    host = free_loopback_address()  # not 127.0.0.1: a franky-sim of a test on the other worker may listen there
+    args = ["--ros-args", "-r", "__ns:=/hw", "-p", "backend:=hardware", "-p", f"hardware.franky_host:={host}"]
     log = Path(ros_env["ROS_LOG_DIR"]) / "robot_node_hw.out"
     with NodeProcess("getagrip_ros.ros.robot_node", args, env=ros_env, log_path=log) as proc:
         assert proc.wait_for_output("robot ready (", 60), proc.output()
@@ -212,7 +214,7 @@ def test_hardware_backend_without_a_robot_refuses_goals_with_the_reason(ros_env,
         finally:
             client.destroy()
         assert status == GoalStatus.STATUS_ABORTED and result.status.code == Status.HARDWARE_ERROR
-        assert "the FR3 at 127.0.0.1 is not reachable" in result.status.reason
+        assert f"the FR3 at {host} is not reachable" in result.status.reason
     assert proc.process.returncode == 0, proc.output()
 
 
