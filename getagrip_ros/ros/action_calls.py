@@ -1,23 +1,33 @@
 """Calling one action server from inside another node's callback (no spinning: the node's executor spins).
 
-`call_in_node` sends a goal, waits on futures with events, forwards feedback, and cancels the sub-goal when
-the caller's budget runs out or its own goal is cancelled - what an orchestrating action server needs.
+`call_in_node` sends a goal, waits on futures with events, forwards feedback, asks again when an answer is lost,
+and cancels the sub-goal when the caller's budget runs out or its own goal is cancelled - what an orchestrating
+action server needs.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
+from unique_identifier_msgs.msg import UUID
 
 from getagrip_ros.status import StageError, StatusCode
 
 CANCEL_GRACE_S = 10.0
 """How long a cancelled sub-goal may take to end."""
+GOAL_ANSWER_S = 30.0
+"""How long a server may take to answer a goal request before the client asks for the goal's result anyway."""
+RESULT_RETRY_S = 5.0
+"""While a sub-goal runs, its result is requested again this often. An answer between processes can be lost (a server
+that has not yet matched this client's reader drops it): one such loss once held a trial's perception stage for its
+whole 30-minute budget after the server had finished in 8 s."""
 
 
 def _wait(future, until: Callable[[], bool], poll_s: float = 0.05) -> bool:
@@ -30,34 +40,78 @@ def _wait(future, until: Callable[[], bool], poll_s: float = 0.05) -> bool:
     return True
 
 
+class ResultRequests:
+    """The result of one accepted goal, requested again every `retry_s` until one request is answered."""
+
+    def __init__(self, handle: ClientGoalHandle, retry_s: float = RESULT_RETRY_S) -> None:
+        self.handle, self.retry_s = handle, retry_s
+        self.answered = threading.Event()
+        self.futures: list = []
+        self.next_request = 0.0
+
+    def poll(self) -> Any | None:
+        """The first answer (a GetResult response), or None after sending the request that is due, if any."""
+        for future in self.futures:
+            if future.done():
+                return future.result()
+        if time.monotonic() >= self.next_request:
+            future = self.handle.get_result_async()
+            future.add_done_callback(lambda _: self.answered.set())
+            self.futures.append(future)
+            self.next_request = time.monotonic() + self.retry_s
+        return None
+
+    def wait(self, until: Callable[[], bool], poll_s: float = 0.05) -> Any | None:
+        """The answer, or None once until() turns true first."""
+        while (response := self.poll()) is None:
+            if until():
+                return None
+            self.answered.wait(poll_s)
+        return response
+
+
 def call_in_node(client: ActionClient, goal: Any, should_stop: Callable[[], bool], deadline: float,
                  feedback: Callable[[Any], None] | None = None, server_wait_s: float = 30.0,
-                 any_outcome: bool = False) -> Any:
+                 any_outcome: bool = False, goal_answer_s: float = GOAL_ANSWER_S,
+                 result_retry_s: float = RESULT_RETRY_S) -> Any:
     """Send `goal` and return the result message of a SUCCEEDED goal (any_outcome: of any goal that ended on the
     server, whatever its status; the result's own status says how).
 
+    Lost answers do not hold the caller: the result is requested again every `result_retry_s`, and a goal request
+    left unanswered for `goal_answer_s` is followed by a request for its result by goal ID (the server answers
+    when the goal ends, or at once with UNKNOWN when it never got the goal).
+
     Raises:
-        StageError: the server is missing (HARDWARE_ERROR), refused the goal, or the goal ended without success
-            (its own status code and reason); CANCELED / TIMEOUT when should_stop() or the deadline (time.monotonic())
-            ended it - the sub-goal is cancelled first.
+        StageError: the server is missing (HARDWARE_ERROR), refused the goal (BUSY), does not know it
+            (INTERNAL_ERROR), or the goal ended without success (its own status code and reason); CANCELED /
+            TIMEOUT when should_stop() or the deadline (time.monotonic()) ended it - the sub-goal is cancelled first.
     """
     name = client._action_name
     if not client.wait_for_server(timeout_sec=min(server_wait_s, max(deadline - time.monotonic(), 0.1))):
         raise StageError(StatusCode.HARDWARE_ERROR, f"action server {name!r} is not running")
     over = lambda: should_stop() or time.monotonic() > deadline  # noqa: E731
-    sent = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None)
-    if not _wait(sent, over):
-        raise _stopped(name, should_stop)
-    handle = sent.result()
-    if not handle.accepted:
-        raise StageError(StatusCode.BUSY, f"{name} refused the goal")
-    result_future = handle.get_result_async()
-    if not _wait(result_future, over):
+    goal_id = UUID(uuid=list(uuid.uuid4().bytes))
+    sent = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None,
+                                  goal_uuid=goal_id)
+    answer_by = time.monotonic() + goal_answer_s
+    if _wait(sent, lambda: over() or time.monotonic() > answer_by):
+        handle = sent.result()
+        if not handle.accepted:
+            raise StageError(StatusCode.BUSY, f"{name} refused the goal")
+    else:  # no answer (yet): the goal may be running all the same; its ID is enough to ask for its result
+        handle = ClientGoalHandle(client, goal_id, client._action_type.Impl.SendGoalService.Response(accepted=True))
+    requests = ResultRequests(handle, result_retry_s)
+    response = requests.wait(over)
+    if response is None:
         handle.cancel_goal_async()
         grace = time.monotonic() + CANCEL_GRACE_S
-        _wait(result_future, lambda: time.monotonic() > grace)
+        requests.wait(lambda: time.monotonic() > grace)
         raise _stopped(name, should_stop)
-    response = result_future.result()
+    if response.status == GoalStatus.STATUS_UNKNOWN:
+        if sent.done() and not sent.result().accepted:
+            raise StageError(StatusCode.BUSY, f"{name} refused the goal")
+        handle.cancel_goal_async()  # in case the goal request arrives after all
+        raise StageError(StatusCode.INTERNAL_ERROR, f"{name} did not answer the goal request and does not know the goal")
     result = response.result
     status = getattr(result, "status", None)
     if any_outcome and status is not None:

@@ -10,6 +10,8 @@ import rclpy
 from rclpy.action import ActionClient
 from rclpy.node import Node
 
+from getagrip_ros.ros.action_calls import RESULT_RETRY_S, ResultRequests
+
 
 DISCOVERY_SETTLE_S = 1.0
 """Spin this long after discovering a server before the first goal (both sides must match their endpoints)."""
@@ -42,13 +44,15 @@ def send_goal(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60
     return handle
 
 
-def wait_for_result(node: Node, handle, timeout_s: float = 60.0):
-    """Wait for an accepted goal's result; returns (action_msgs GoalStatus code, result message)."""
-    future = handle.get_result_async()
-    rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
-    if not future.done():
-        raise ActionCallError(f"no result within {timeout_s} s")
-    response = future.result()
+def wait_for_result(node: Node, handle, timeout_s: float = 60.0, retry_s: float = RESULT_RETRY_S):
+    """Wait for an accepted goal's result, asking again every `retry_s` (an answer can be lost); returns
+    (action_msgs GoalStatus code, result message)."""
+    requests = ResultRequests(handle, retry_s)
+    deadline = time.monotonic() + timeout_s
+    while (response := requests.poll()) is None:
+        if time.monotonic() > deadline:
+            raise ActionCallError(f"no result within {timeout_s} s")
+        rclpy.spin_once(node, timeout_sec=0.05)
     return response.status, response.result
 
 

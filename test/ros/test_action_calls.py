@@ -1,0 +1,109 @@
+"""`call_in_node` (how grasp_task calls the stage actions) when an answer between the processes is lost: the
+goal's result, the answer to the goal request, or the goal request itself. A real action server and client in one
+process; the loss is made at the client's futures, the thinnest seam. Once in a fresh clone a lost result held a
+trial's perception stage for its whole 30-minute budget after extract_object had finished in 8 s."""
+
+import threading
+import time
+
+import pytest
+import rclpy
+from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.task import Future
+
+from getagrip_interfaces.action import ResetWorld
+from getagrip_ros.ros.action_calls import call_in_node
+from getagrip_ros.ros.actions import accepting_action_server
+from getagrip_ros.status import StageError, StatusCode
+
+GOAL_S = 0.5
+"""How long the server's goal runs."""
+
+
+@pytest.fixture(scope="module")
+def ros(ros_env):
+    """A reset_world server and a client node on one executor in a background thread, in a context of their own."""
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    server_node = rclpy.create_node("lossy_server", context=context)
+    client_node = rclpy.create_node("lossy_client", context=context)
+    goals: list[str] = []
+
+    def execute(goal_handle):
+        goals.append(goal_handle.request.object_name)
+        time.sleep(GOAL_S)
+        goal_handle.succeed()
+        return ResetWorld.Result(object_name=goal_handle.request.object_name)
+
+    accepting_action_server(server_node, ResetWorld, "reset_world", execute)
+    client = ActionClient(client_node, ResetWorld, "reset_world")
+    executor = MultiThreadedExecutor(num_threads=4, context=context)
+    executor.add_node(server_node)
+    executor.add_node(client_node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    yield client, goals
+    executor.shutdown(timeout_sec=5.0)
+    rclpy.try_shutdown(context=context)
+    thread.join(timeout=5.0)
+
+
+def _call(client, name: str, deadline_s: float = 60.0, **kwargs):
+    start = time.monotonic()
+    result = call_in_node(client, ResetWorld.Goal(object_name=name), lambda: False, start + deadline_s, **kwargs)
+    return result, time.monotonic() - start
+
+
+def test_a_goal_with_no_loss_returns_its_result(ros):
+    client, goals = ros
+    result, took_s = _call(client, "plain")
+    assert result.object_name == "plain" and goals[-1] == "plain"
+    assert took_s < 30.0
+
+
+def test_a_lost_result_is_requested_again(ros, monkeypatch):
+    client, goals = ros
+    requests: list[Future] = []
+    real = ClientGoalHandle.get_result_async
+
+    def first_lost(handle):
+        future = real(handle) if requests else Future()  # the first request's answer never arrives
+        requests.append(future)
+        return future
+
+    monkeypatch.setattr(ClientGoalHandle, "get_result_async", first_lost)
+    result, took_s = _call(client, "lost_result", result_retry_s=0.5)
+    assert result.object_name == "lost_result"
+    assert len(requests) >= 2 and not requests[0].done()
+    assert took_s < 30.0  # seconds, not the 60 s deadline
+
+
+def test_without_asking_again_a_lost_result_holds_the_caller_to_its_deadline(ros, monkeypatch):
+    """The failure the retries prevent (so the test above can fail)."""
+    client, _ = ros
+    monkeypatch.setattr(ClientGoalHandle, "get_result_async", lambda handle: Future())
+    with pytest.raises(StageError) as err:
+        _call(client, "never", deadline_s=3.0, result_retry_s=float("inf"))
+    assert err.value.code == StatusCode.TIMEOUT
+
+
+def test_a_lost_answer_to_the_goal_request_still_gets_the_goals_result(ros, monkeypatch):
+    client, goals = ros
+    real = ActionClient.send_goal_async
+    monkeypatch.setattr(ActionClient, "send_goal_async", lambda self, *a, **kw: (real(self, *a, **kw), Future())[1])
+    result, took_s = _call(client, "lost_answer", goal_answer_s=1.0)
+    assert result.object_name == "lost_answer" and goals[-1] == "lost_answer"
+    assert took_s < 30.0
+
+
+def test_a_lost_goal_request_fails_with_the_reason_in_seconds(ros, monkeypatch):
+    client, goals = ros
+    before = len(goals)
+    monkeypatch.setattr(ActionClient, "send_goal_async", lambda self, *a, **kw: Future())
+    with pytest.raises(StageError) as err:
+        _call(client, "lost_goal", goal_answer_s=1.0)
+    assert err.value.code == StatusCode.INTERNAL_ERROR
+    assert "does not know the goal" in err.value.reason
+    assert len(goals) == before
