@@ -25,6 +25,12 @@ same seed), the grasps moved into its Oy frame, the evaluator's prediction as th
 (calibrated where the checkpoint holds a calibration); then the rank of its prediction added to w x the rank of
 the physics score, for a few w. ``shipped_bps`` and ``shipped_geometry`` name the package's evaluators.
 
+``--sim-true-mesh`` (runs with the grasps' vectors) adds the stack's ``sim`` evaluator as a ranking, given the object's
+true mesh (5 executions per grasp on its k-means convex parts, the executor's 18 cm rise, its own noise seed): the
+ranking a user gets from ``graspd+sim`` with a perfect object model. It simulates with the same engine and the same
+criteria as the labels it is judged by (other noise draws, another collision model of the object), so it shows how
+much of the oracle's best 5 a simulation ranking recovers, not what a perceived object gives.
+
 ``--draw OBJECT --draw-out PNG`` draws one object's grasps instead (runs with the grasps' vectors): the score's top 5,
 then the 4 best by their labels, the hand coloured by the labelled y_PGS, the first also closed on the object.
 
@@ -35,6 +41,7 @@ noise: the oracle's own labels are biased up (the best 5 of 32 noisy 5-trial est
     python benchmarks/rank_graspd.py docs/graspd/ranking_validation_flex.json --closing --relabel
     python benchmarks/rank_graspd.py --evaluators shipped_geometry,data/experiments/surface_evaluator_graspd_mined.pt \
         docs/graspd/ranking_test_vectors.json --out docs/graspd/ranking_evaluators_test.json
+    python benchmarks/rank_graspd.py docs/graspd/ranking_test_vectors.json --sim-true-mesh --out docs/graspd/sim_true_mesh_test.json
     python benchmarks/rank_graspd.py docs/graspd/ranking_test_vectors.json --draw tabletop20/squirrel \
         --draw-out docs/graspd/squirrel_score_top5.png
 """
@@ -141,6 +148,28 @@ def evaluator_predictions(objects, paths: list[str]) -> list[str]:
     return list(models)
 
 
+def sim_predictions(objects) -> str:
+    """Add the ``sim`` evaluator's y_PGS on each object's true mesh (key ``sim_true_mesh``) to its grasps, in place."""
+    from getagrip_ros.data.generate import GenerationConfig
+    from getagrip_ros.grasp.grasp import Grasp
+    from getagrip_ros.objects.catalog import object_by_name
+    from getagrip_ros.objects.mesh_object import prepare_object
+    from getagrip_ros.planning.object_input import PlanningObject
+    from getagrip_ros.planning.simulation_evaluator import SimulationGraspEvaluator
+
+    base, evaluator = GenerationConfig(), SimulationGraspEvaluator()
+    for title, g in objects:
+        name = title.split(" (")[0]
+        mesh = placed_mesh(prepare_object(object_by_name(name), base.prepare), base)  # where the labels had it
+        obj = PlanningObject("world", torch.eye(4, dtype=torch.float64), np.zeros(4096), mesh=mesh)
+        grasps = Grasp.from_vector(torch.as_tensor(g["grasp_vector"], dtype=torch.float32), "world")
+        g["sim_true_mesh"] = np.array([label.y_pgs for label in evaluator.labeller(obj)(grasps)])
+        top = np.lexsort((g["score"], -g["sim_true_mesh"]))[:5]
+        print(f"  sim on the true mesh: {name}: top 5 {g['y_pgs'][top].mean():.2f} (score's "
+              f"{g['y_pgs'][np.argsort(g['score'], kind='stable')[:5]].mean():.2f})", flush=True)
+    return "sim_true_mesh"
+
+
 def draw(objects, name: str, path: Path) -> None:
     """The ``--draw`` picture (module docstring) of the object `name`."""
     from getagrip_ros.data.generate import GenerationConfig
@@ -243,6 +272,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the table and the correlations as JSON")
     parser.add_argument("--evaluators", default="", help="BPS or geometry evaluator checkpoints, comma-separated "
                         "(shipped_bps, shipped_geometry: the package's), each added as a ranking")
+    parser.add_argument("--sim-true-mesh", action="store_true", help="add the sim evaluator on the true mesh as a ranking")
     parser.add_argument("--draw", help="draw this object's grasps (see the module docstring) and stop")
     parser.add_argument("--draw-out", type=Path, default=Path("graspd_grasps.png"), help="--draw: the PNG")
     args = parser.parse_args()
@@ -250,11 +280,13 @@ def main() -> None:
     objects = load(args.runs)
     if args.draw:
         return draw(objects, args.draw, args.draw_out)
-    if (args.closing or args.relabel or args.evaluators) and (missing := [t for t, g in objects if "grasp_vector" not in g]):
-        raise SystemExit(f"--closing, --relabel and --evaluators need the grasps' vectors (runs from 2026-12-04 on): {missing[0]} has none")
+    if (args.closing or args.relabel or args.evaluators or args.sim_true_mesh) and (missing := [t for t, g in objects if "grasp_vector" not in g]):
+        raise SystemExit(f"--closing, --relabel, --evaluators and --sim-true-mesh need the grasps' vectors (runs from 2026-12-04 on): {missing[0]} has none")
     if args.closing:
         closing_features(objects, args.perturbations)
     evaluators = evaluator_predictions(objects, args.evaluators.split(",")) if args.evaluators else []
+    if args.sim_true_mesh:
+        evaluators.append(sim_predictions(objects))
     print(f"{len(objects)} objects x {int(np.mean([len(g['y_pgs']) for _, g in objects]))} grasps")
     rows = [("random 5 (mean y_PGS)", float(np.mean([g["y_pgs"].mean() for _, g in objects]))),
             ("best 5 (oracle)", float(np.mean([np.sort(g["y_pgs"])[-5:].mean() for _, g in objects]))),

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -333,9 +334,13 @@ class GraspTaskNode(StackNode):
             markers = grasp_markers(executed, outcome.chosen_labels[None, 0], self.hand, namespace="executed_grasp")
         verdict = "LIFTED" if outcome.success else f"{outcome.status.name} in {outcome.stage}"
         markers.markers.append(outcome_marker(f"{name}: {verdict}", position, outcome.success, self.config.world_frame))
+        path = self._executed_path(outcome.bag_path)  # reads the bag: the node may start shutting down meanwhile
         if not self.closing.is_set():
-            self.marker_pub.publish(markers)
-            self.path_pub.publish(self._executed_path(outcome.bag_path))
+            try:
+                self.marker_pub.publish(markers)
+                self.path_pub.publish(path)
+            except RCLError:  # the context went down after the check: the trial is recorded, RViz is gone
+                pass
         return end_goal(self, goal_handle, result, outcome.status, outcome.reason)
 
     def _executed_path(self, bag_path: str) -> Marker:

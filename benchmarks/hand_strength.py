@@ -1,0 +1,132 @@
+"""How much the simulated Allegro hand holds: the labels of grasps that hold an object, with the object made heavier,
+the fingers closed further, or the finger gains raised.
+
+An object's own pre-grasps (the data engine's graspd generator on its true mesh, the floating-hand world of the
+labels) are labelled with the paper's protocol; those with y_PGS >= `--min-y-pgs` (they hold the object) are then
+labelled again, on the same wrist noise:
+
+- with the object's mass (and inertia) times each of `--mass-scales`;
+- closing each fingertip `--close-m` along d_i instead of the protocol's 5 cm;
+- with the fingers' PD gains (kp and kd, the Wonik driver's values) times each of `--gain-scales`.
+
+At the nominal settings it also prints, for each kept grasp closed once without noise, the largest finger torque
+(N m; the actuators' limit is 0.7), the largest joint error (rad) and the hand's summed normal force on the object (N)
+at the end of the closing. Settings are changed on the world's model in place, one at a time; 1 thread.
+
+    python benchmarks/hand_strength.py [--object cube] [--out docs/data/hand_strength.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import torch
+
+from getagrip_ros.data.generate import GenerationConfig, object_seed, pregrasps_on_mesh
+from getagrip_ros.data.labels import label_grasps
+from getagrip_ros.objects.catalog import object_by_name
+from getagrip_ros.objects.mesh_object import prepare_object
+from getagrip_ros.robot.allegro import AllegroHand, move_fingertips
+from getagrip_ros.robot.description import HAND_JOINT_NAMES
+from getagrip_ros.robot.interfaces import JointTrajectory
+from getagrip_ros.sim.world import SimWorld
+
+
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",")]
+
+
+def closed_state(world: SimWorld, grasps, hand: AllegroHand, config: GenerationConfig) -> list[dict[str, float]]:
+    """Each grasp closed once at its unperturbed pose as the labels close it: torque, joint error, normal force."""
+    directions_palm = grasps.fingertip_directions @ grasps.palm_rotation
+    closed = move_fingertips(hand, grasps.joint_angles_rad, directions_palm, config.labels.close_distance_m,
+                             config.labels.ik).joint_angles_rad.detach().double().numpy()
+    model, data = world.model, world.data
+    hand_acts = [i for i in range(model.nu)
+                 if mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[i, 0]) in HAND_JOINT_NAMES]
+    qadr = model.jnt_qposadr[model.actuator_trnid[hand_acts, 0]]
+    rows = []
+    for T, q0, q1 in zip(grasps.T_frame_palm.numpy(), grasps.joint_angles_rad.double().numpy(), closed):
+        world.reset(hand_rad=q0, T_world_palm=T)
+        motion = config.labels.motion
+        world.follow(JointTrajectory.linear(HAND_JOINT_NAMES, q0, q1, motion.close_s), settle_s=motion.hold_closed_s,
+                     wrist_path=lambda t, T=T: T)
+        links = set(world.hand_link_names())
+        rows.append({"max_torque_nm": float(np.abs(data.actuator_force[hand_acts]).max()),
+                     "max_joint_error_rad": float(np.abs(data.ctrl[hand_acts] - data.qpos[qadr]).max()),
+                     "hand_normal_force_n": float(sum(v for k, v in world.object_contacts().items() if k in links))})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--object", default="cube", help="a tabletop-20 object")
+    parser.add_argument("--min-y-pgs", type=float, default=0.8)
+    parser.add_argument("--mass-scales", type=_floats, default=[1.0, 1.5, 2.0, 4.0])
+    parser.add_argument("--close-m", type=_floats, default=[0.08, 0.12])
+    parser.add_argument("--gain-scales", type=_floats, default=[3.0, 10.0])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    config = dataclasses.replace(GenerationConfig(), generator="graspd")
+    hand = AllegroHand()
+    prepared = prepare_object(object_by_name(f"tabletop20/{args.object}"), config.prepare)
+    surface_seed, sample_seed, label_seed = (int(s) for s in np.random.SeedSequence(
+        object_seed(prepared.name, config.seed)).generate_state(3, dtype=np.uint32))
+    rows = []
+    with SimWorld(config.scene, prepared, config.placement) as world:
+        mesh = prepared.mesh.copy()
+        mesh.apply_transform(world.object_pose())
+        grasps, _ = pregrasps_on_mesh(prepared.name, mesh, config, hand, surface_seed, sample_seed)
+        model = world.model
+        body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "object")
+        mass, inertia = float(model.body_mass[body]), model.body_inertia[body].copy()
+        gain, bias = model.actuator_gainprm.copy(), model.actuator_biasprm.copy()
+
+        def labelled(batch, mass_scale=1.0, close_m=config.labels.close_distance_m, gain_scale=1.0):
+            model.body_mass[body], model.body_inertia[body] = mass * mass_scale, inertia * mass_scale
+            model.actuator_gainprm[:, 0] = gain[:, 0] * gain_scale
+            model.actuator_biasprm[:, 1:3] = bias[:, 1:3] * gain_scale
+            labels = label_grasps(world, batch, hand, dataclasses.replace(config.labels, close_distance_m=close_m),
+                                  torch.Generator().manual_seed(label_seed))
+            model.body_mass[body], model.body_inertia[body] = mass, inertia
+            model.actuator_gainprm[:], model.actuator_biasprm[:] = gain, bias
+            return labels
+
+        first = labelled(grasps)
+        keep = [i for i, label in enumerate(first) if label.y_pgs >= args.min_y_pgs]
+        if not keep:
+            raise SystemExit(f"no grasp of {prepared.name} reaches y_PGS >= {args.min_y_pgs}")
+        held = grasps[torch.tensor(keep)]
+        print(f"{prepared.name}: {mass:.3f} kg, {len(grasps)} graspd grasps, {len(keep)} with y_PGS >= {args.min_y_pgs}")
+        state = closed_state(world, held, hand, config)
+        closing = {k: [float(np.median([r[k] for r in state])), float(np.max([r[k] for r in state]))] for k in state[0]}
+        print("closed, unperturbed (median, max): " + ", ".join(f"{k} {v[0]:.2f}, {v[1]:.2f}" for k, v in closing.items()))
+        runs = ([{"mass_scale": s} for s in args.mass_scales]
+                + [{"close_m": c, "mass_scale": s} for c in args.close_m for s in (1.0, 2.0)]
+                + [{"gain_scale": g, "mass_scale": s} for g in args.gain_scales for s in (1.0, 2.0)])
+        for run in runs:
+            started = time.perf_counter()
+            labels = labelled(held, **run)
+            row = {**{"mass_scale": 1.0, "close_m": config.labels.close_distance_m, "gain_scale": 1.0}, **run}
+            row.update(mass_kg=mass * row["mass_scale"], y_pick=float(np.mean([label.y_pick for label in labels])),
+                       y_pgs=float(np.mean([label.y_pgs for label in labels])), seconds=time.perf_counter() - started)
+            rows.append(row)
+            print(f"  mass {row['mass_kg']:.3f} kg  close {row['close_m']:.2f} m  gains x{row['gain_scale']:g}: "
+                  f"y_pick {row['y_pick']:.2f}  y_PGS {row['y_pgs']:.2f}", flush=True)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"object": prepared.name, "mass_kg": mass, "grasps": len(grasps),
+                                        "held_grasps": len(keep), "closed_unperturbed": closing, "runs": rows,
+                                        "settings": {k: str(v) for k, v in vars(args).items()},
+                                        "date": time.strftime("%Y-%m-%d")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
