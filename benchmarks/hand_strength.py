@@ -13,7 +13,9 @@ At the nominal settings it also prints, for each kept grasp closed once without 
 (N m; the actuators' limit is 0.7), the largest joint error (rad) and the hand's summed normal force on the object (N)
 at the end of the closing. Settings are changed on the world's model in place, one at a time; 1 thread.
 
-    python benchmarks/hand_strength.py [--object cube] [--out docs/data/hand_strength.json]
+``--out X.json`` also draws X.png: y_pick against the object's mass for each setting.
+
+    python benchmarks/hand_strength.py [--object cube] [--out docs/data/hand_strength_cube.json]
 """
 
 from __future__ import annotations
@@ -62,6 +64,25 @@ def closed_state(world: SimWorld, grasps, hand: AllegroHand, config: GenerationC
                      "max_joint_error_rad": float(np.abs(data.ctrl[hand_acts] - data.qpos[qadr]).max()),
                      "hand_normal_force_n": float(sum(v for k, v in world.object_contacts().items() if k in links))})
     return rows
+
+
+def plot(rows: list[dict], title: str, path: Path) -> None:
+    """y_pick against the object's mass, one line per closing distance and gain scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for close_m, gain in sorted({(r["close_m"], r["gain_scale"]) for r in rows}):
+        line = sorted((r["mass_kg"], r["y_pick"]) for r in rows if (r["close_m"], r["gain_scale"]) == (close_m, gain))
+        ax.plot(*zip(*line), marker="o", label=f"close {100 * close_m:.0f} cm, gains x{gain:g}")
+    ax.set(xlabel="object mass (kg)", ylabel="y_pick (share of perturbed trials lifted)", ylim=(-0.02, 1.02), title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -126,6 +147,8 @@ def main() -> None:
                                         "held_grasps": len(keep), "closed_unperturbed": closing, "runs": rows,
                                         "settings": {k: str(v) for k, v in vars(args).items()},
                                         "date": time.strftime("%Y-%m-%d")}, indent=1))
+        plot(rows, f"{prepared.name}: its {len(keep)} grasps with y_PGS >= {args.min_y_pgs} at {mass:.3f} kg",
+             args.out.with_suffix(".png"))
 
 
 if __name__ == "__main__":

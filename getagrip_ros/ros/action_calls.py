@@ -70,6 +70,16 @@ class ResultRequests:
         return response
 
 
+def new_goal_id() -> UUID:
+    return UUID(uuid=list(uuid.uuid4().bytes))
+
+
+def handle_by_id(client: ActionClient, goal_id: UUID) -> ClientGoalHandle:
+    """A handle of a goal sent with `goal_id` whose answer did not arrive: its result and cancel requests name the goal
+    by ID (a server that never got the goal answers the result request at once with STATUS_UNKNOWN)."""
+    return ClientGoalHandle(client, goal_id, client._action_type.Impl.SendGoalService.Response(accepted=True))
+
+
 def call_in_node(client: ActionClient, goal: Any, should_stop: Callable[[], bool], deadline: float,
                  feedback: Callable[[Any], None] | None = None, server_wait_s: float = 30.0,
                  any_outcome: bool = False, goal_answer_s: float = GOAL_ANSWER_S,
@@ -90,7 +100,7 @@ def call_in_node(client: ActionClient, goal: Any, should_stop: Callable[[], bool
     if not client.wait_for_server(timeout_sec=min(server_wait_s, max(deadline - time.monotonic(), 0.1))):
         raise StageError(StatusCode.HARDWARE_ERROR, f"action server {name!r} is not running")
     over = lambda: should_stop() or time.monotonic() > deadline  # noqa: E731
-    goal_id = UUID(uuid=list(uuid.uuid4().bytes))
+    goal_id = new_goal_id()
     sent = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None,
                                   goal_uuid=goal_id)
     answer_by = time.monotonic() + goal_answer_s
@@ -99,7 +109,7 @@ def call_in_node(client: ActionClient, goal: Any, should_stop: Callable[[], bool
         if not handle.accepted:
             raise StageError(StatusCode.BUSY, f"{name} refused the goal")
     else:  # no answer (yet): the goal may be running all the same; its ID is enough to ask for its result
-        handle = ClientGoalHandle(client, goal_id, client._action_type.Impl.SendGoalService.Response(accepted=True))
+        handle = handle_by_id(client, goal_id)
     requests = ResultRequests(handle, result_retry_s)
     response = requests.wait(over)
     if response is None:

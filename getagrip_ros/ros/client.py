@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import rclpy
+from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from rclpy.node import Node
 
-from getagrip_ros.ros.action_calls import RESULT_RETRY_S, ResultRequests
+from getagrip_ros.ros.action_calls import GOAL_ANSWER_S, RESULT_RETRY_S, ResultRequests, handle_by_id, new_goal_id
 
 
 DISCOVERY_SETTLE_S = 1.0
@@ -25,6 +26,9 @@ def send_goal(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60
               feedback: Callable[[Any], None] | None = None, server_timeout_s: float = 20.0):
     """Send a goal and wait; returns the accepted goal handle. Spins `node` while waiting.
 
+    With no answer within ``GOAL_ANSWER_S`` it returns a handle by the goal's ID (the answer can be lost while the goal
+    runs): `wait_for_result` then gets the goal's result, or raises when the server never got the goal.
+
     A server that was only just discovered may not have discovered this client yet, and its answer to a goal
     sent at once can be lost; so after a fresh discovery the node spins for ``DISCOVERY_SETTLE_S`` first.
     """
@@ -34,10 +38,12 @@ def send_goal(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60
         settle_until = time.monotonic() + DISCOVERY_SETTLE_S
         while time.monotonic() < settle_until:
             rclpy.spin_once(node, timeout_sec=0.05)
-    future = client.send_goal_async(goal, feedback_callback=(lambda msg: feedback(msg.feedback)) if feedback else None)
-    rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
-    if not future.done():
-        raise ActionCallError("no answer to the goal request")
+    goal_id = new_goal_id()
+    future = client.send_goal_async(goal, feedback_callback=(lambda msg: feedback(msg.feedback)) if feedback else None,
+                                    goal_uuid=goal_id)
+    rclpy.spin_until_future_complete(node, future, timeout_sec=min(timeout_s, GOAL_ANSWER_S))
+    if not future.done():  # the answer may be lost with the goal running: its result is asked for by ID
+        return handle_by_id(client, goal_id)
     handle = future.result()
     if not handle.accepted:
         raise ActionCallError("goal rejected")
@@ -53,6 +59,9 @@ def wait_for_result(node: Node, handle, timeout_s: float = 60.0, retry_s: float 
         if time.monotonic() > deadline:
             raise ActionCallError(f"no result within {timeout_s} s")
         rclpy.spin_once(node, timeout_sec=0.05)
+    if response.status == GoalStatus.STATUS_UNKNOWN:
+        raise ActionCallError("the server does not know the goal (its answer to the goal request was lost, or the "
+                              "goal's result expired)")
     return response.status, response.result
 
 

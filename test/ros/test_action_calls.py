@@ -1,13 +1,15 @@
-"""`call_in_node` (how grasp_task calls the stage actions) when an answer between the processes is lost: the
-goal's result, the answer to the goal request, or the goal request itself. A real action server and client in one
-process; the loss is made at the client's futures, the thinnest seam. Once in a fresh clone a lost result held a
-trial's perception stage for its whole 30-minute budget after extract_object had finished in 8 s."""
+"""`call_in_node` (how grasp_task calls the stage actions) and `call_action` (the demo's and the benchmark's) when an
+answer between the processes is lost: the goal's result, the answer to the goal request, or the goal request itself.
+A real action server and client in one process; the loss is made at the client's futures, the thinnest seam. Once in
+a fresh clone a lost result held a trial's perception stage for its whole 30-minute budget after extract_object had
+finished in 8 s."""
 
 import threading
 import time
 
 import pytest
 import rclpy
+from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.executors import MultiThreadedExecutor
@@ -107,3 +109,40 @@ def test_a_lost_goal_request_fails_with_the_reason_in_seconds(ros, monkeypatch):
     assert err.value.code == StatusCode.INTERNAL_ERROR
     assert "does not know the goal" in err.value.reason
     assert len(goals) == before
+
+
+def test_the_scripts_client_asks_for_a_result_again_and_by_goal_id(ros, rclpy_node, monkeypatch):
+    """`call_action` (the demo's and the benchmark's way to call grasp_object): a lost result, then a lost answer to
+    the goal request, still give the goal's result."""
+    from getagrip_ros.ros import client as scripts
+
+    client = ActionClient(rclpy_node, ResetWorld, "reset_world")
+    requests: list[Future] = []
+    real_result = ClientGoalHandle.get_result_async
+
+    def first_lost(handle):
+        future = real_result(handle) if requests else Future()
+        requests.append(future)
+        return future
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ClientGoalHandle, "get_result_async", first_lost)
+        status, result = scripts.call_action(rclpy_node, client, ResetWorld.Goal(object_name="script_result"))
+    assert status == GoalStatus.STATUS_SUCCEEDED and result.object_name == "script_result" and len(requests) >= 2
+    real_send = ActionClient.send_goal_async
+    monkeypatch.setattr(scripts, "GOAL_ANSWER_S", 1.0)
+    monkeypatch.setattr(ActionClient, "send_goal_async", lambda self, *a, **kw: (real_send(self, *a, **kw), Future())[1])
+    status, result = scripts.call_action(rclpy_node, client, ResetWorld.Goal(object_name="script_answer"))
+    assert status == GoalStatus.STATUS_SUCCEEDED and result.object_name == "script_answer"
+
+
+def test_the_scripts_client_says_when_the_server_never_got_the_goal(ros, rclpy_node, monkeypatch):
+    from getagrip_ros.ros import client as scripts
+
+    client = ActionClient(rclpy_node, ResetWorld, "reset_world")
+    monkeypatch.setattr(scripts, "GOAL_ANSWER_S", 1.0)
+    monkeypatch.setattr(ActionClient, "send_goal_async", lambda self, *a, **kw: Future())
+    start = time.monotonic()
+    with pytest.raises(scripts.ActionCallError, match="does not know the goal"):
+        scripts.call_action(rclpy_node, client, ResetWorld.Goal(object_name="never_sent"), timeout_s=60.0)
+    assert time.monotonic() - start < 30.0
