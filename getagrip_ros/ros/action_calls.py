@@ -71,6 +71,7 @@ class ResultRequests:
 
 
 def new_goal_id() -> UUID:
+    """A random goal ID, chosen by the client so that it can name the goal before the server answers."""
     return UUID(uuid=list(uuid.uuid4().bytes))
 
 
