@@ -15,7 +15,12 @@ at the end of the closing. Settings are changed on the world's model in place, o
 
 ``--out X.json`` also draws X.png: y_pick against the object's mass for each setting.
 
+``--stored RUN.json --objects a,b --mass-kg M`` instead labels the grasps a ``bench_graspd.py --per-grasp`` run kept for
+each named object (all of them, with the run's labels next to them) with the object at its own mass and at M kg.
+
     python benchmarks/hand_strength.py [--object cube] [--out docs/data/hand_strength_cube.json]
+    python benchmarks/hand_strength.py --stored docs/graspd/ranking_test_vectors.json \
+        --objects milk_carton,lunchbox,red_box --mass-kg 0.1 --out docs/data/hand_strength_boxes.json
 """
 
 from __future__ import annotations
@@ -85,6 +90,38 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
     plt.close(fig)
 
 
+def set_mass(world: SimWorld, scale: float, mass: float, inertia: np.ndarray) -> None:
+    """The object's mass and inertia at `scale` times (`mass`, `inertia`), MuJoCo's derived constants recomputed."""
+    body = mujoco.mj_name2id(world.model, mujoco.mjtObj.mjOBJ_BODY, "object")
+    world.model.body_mass[body], world.model.body_inertia[body] = mass * scale, inertia * scale
+    mujoco.mj_setConst(world.model, world.data)  # e.g. the constraints' weights, derived from the masses
+
+
+def stored_grasps(args, config: GenerationConfig, hand: AllegroHand) -> None:
+    """The ``--stored`` mode (module docstring)."""
+    from getagrip_ros.grasp.grasp import Grasp
+
+    runs = {row["object"]: row for row in json.loads(args.stored.read_text())["objects"]}
+    rows = []
+    for name in args.objects.split(","):
+        per_grasp = runs[f"tabletop20/{name}"]["methods"]["graspd"]["per_grasp"]
+        grasps = Grasp.from_vector(torch.tensor(per_grasp["grasp_vector"]), "world")
+        prepared = prepare_object(object_by_name(f"tabletop20/{name}"), config.prepare)
+        with SimWorld(config.scene, prepared, config.placement) as world:
+            body = mujoco.mj_name2id(world.model, mujoco.mjtObj.mjOBJ_BODY, "object")
+            mass, inertia = float(world.model.body_mass[body]), world.model.body_inertia[body].copy()
+            for kg in (mass, args.mass_kg):
+                set_mass(world, kg / mass, mass, inertia)
+                y = np.array([label.y_pgs for label in label_grasps(world, grasps, hand, config.labels,
+                                                                     torch.Generator().manual_seed(0))])
+                rows.append({"object": prepared.name, "mass_kg": kg, "grasps": len(y), "mean_y_pgs": float(y.mean()),
+                             "best5_y_pgs": float(np.sort(y)[-5:].mean()), "run_mean_y_pgs": float(np.mean(per_grasp["y_pgs"]))})
+                print(f"{prepared.name:24s} {kg:.3f} kg: mean y_PGS {y.mean():.3f}, best 5 {np.sort(y)[-5:].mean():.2f} "
+                      f"(the run's labels at its own mass: {np.mean(per_grasp['y_pgs']):.3f})", flush=True)
+    if args.out:
+        args.out.write_text(json.dumps({"stored": str(args.stored), "rows": rows, "date": time.strftime("%Y-%m-%d")}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--object", default="cube", help="a tabletop-20 object")
@@ -92,11 +129,16 @@ def main() -> None:
     parser.add_argument("--mass-scales", type=_floats, default=[1.0, 1.5, 2.0, 4.0])
     parser.add_argument("--close-m", type=_floats, default=[0.08, 0.12])
     parser.add_argument("--gain-scales", type=_floats, default=[3.0, 10.0])
+    parser.add_argument("--stored", type=Path, help="a bench_graspd.py --per-grasp run (see the module docstring)")
+    parser.add_argument("--objects", default="milk_carton,lunchbox,red_box", help="--stored: tabletop-20 objects")
+    parser.add_argument("--mass-kg", type=float, default=0.1, help="--stored: the lighter mass")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
     config = dataclasses.replace(GenerationConfig(), generator="graspd")
     hand = AllegroHand()
+    if args.stored:
+        return stored_grasps(args, config, hand)
     prepared = prepare_object(object_by_name(f"tabletop20/{args.object}"), config.prepare)
     surface_seed, sample_seed, label_seed = (int(s) for s in np.random.SeedSequence(
         object_seed(prepared.name, config.seed)).generate_state(3, dtype=np.uint32))
@@ -110,14 +152,16 @@ def main() -> None:
         mass, inertia = float(model.body_mass[body]), model.body_inertia[body].copy()
         gain, bias = model.actuator_gainprm.copy(), model.actuator_biasprm.copy()
 
-        def labelled(batch, mass_scale=1.0, close_m=config.labels.close_distance_m, gain_scale=1.0):
-            model.body_mass[body], model.body_inertia[body] = mass * mass_scale, inertia * mass_scale
+        def set_model(mass_scale: float, gain_scale: float) -> None:
             model.actuator_gainprm[:, 0] = gain[:, 0] * gain_scale
             model.actuator_biasprm[:, 1:3] = bias[:, 1:3] * gain_scale
+            set_mass(world, mass_scale, mass, inertia)
+
+        def labelled(batch, mass_scale=1.0, close_m=config.labels.close_distance_m, gain_scale=1.0):
+            set_model(mass_scale, gain_scale)
             labels = label_grasps(world, batch, hand, dataclasses.replace(config.labels, close_distance_m=close_m),
                                   torch.Generator().manual_seed(label_seed))
-            model.body_mass[body], model.body_inertia[body] = mass, inertia
-            model.actuator_gainprm[:], model.actuator_biasprm[:] = gain, bias
+            set_model(1.0, 1.0)
             return labels
 
         first = labelled(grasps)
