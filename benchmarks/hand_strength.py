@@ -36,13 +36,13 @@ import numpy as np
 import torch
 
 from getagrip_ros.data.generate import GenerationConfig, object_seed, pregrasps_on_mesh
-from getagrip_ros.data.labels import label_grasps
+from getagrip_ros.data.labels import closing_joints, label_grasps
 from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.mesh_object import prepare_object
-from getagrip_ros.robot.allegro import AllegroHand, move_fingertips
+from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.robot.description import HAND_JOINT_NAMES
 from getagrip_ros.robot.interfaces import JointTrajectory
-from getagrip_ros.sim.world import SimWorld
+from getagrip_ros.sim.world import OBJECT_BODY, SimWorld
 
 
 def _floats(text: str) -> list[float]:
@@ -51,9 +51,7 @@ def _floats(text: str) -> list[float]:
 
 def closed_state(world: SimWorld, grasps, hand: AllegroHand, config: GenerationConfig) -> list[dict[str, float]]:
     """Each grasp closed once at its unperturbed pose as the labels close it: torque, joint error, normal force."""
-    directions_palm = grasps.fingertip_directions @ grasps.palm_rotation
-    closed = move_fingertips(hand, grasps.joint_angles_rad, directions_palm, config.labels.close_distance_m,
-                             config.labels.ik).joint_angles_rad.detach().double().numpy()
+    closed = closing_joints(grasps, hand, config.labels)
     model, data = world.model, world.data
     hand_acts = [i for i in range(model.nu)
                  if mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[i, 0]) in HAND_JOINT_NAMES]
@@ -92,7 +90,7 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
 
 def set_mass(world: SimWorld, scale: float, mass: float, inertia: np.ndarray) -> None:
     """The object's mass and inertia at `scale` times (`mass`, `inertia`), MuJoCo's derived constants recomputed."""
-    body = mujoco.mj_name2id(world.model, mujoco.mjtObj.mjOBJ_BODY, "object")
+    body = mujoco.mj_name2id(world.model, mujoco.mjtObj.mjOBJ_BODY, OBJECT_BODY)
     world.model.body_mass[body], world.model.body_inertia[body] = mass * scale, inertia * scale
     mujoco.mj_setConst(world.model, world.data)  # e.g. the constraints' weights, derived from the masses
 
@@ -108,7 +106,7 @@ def stored_grasps(args, config: GenerationConfig, hand: AllegroHand) -> None:
         grasps = Grasp.from_vector(torch.tensor(per_grasp["grasp_vector"]), "world")
         prepared = prepare_object(object_by_name(f"tabletop20/{name}"), config.prepare)
         with SimWorld(config.scene, prepared, config.placement) as world:
-            body = mujoco.mj_name2id(world.model, mujoco.mjtObj.mjOBJ_BODY, "object")
+            body = mujoco.mj_name2id(world.model, mujoco.mjtObj.mjOBJ_BODY, OBJECT_BODY)
             mass, inertia = float(world.model.body_mass[body]), world.model.body_inertia[body].copy()
             for kg in (mass, args.mass_kg):
                 set_mass(world, kg / mass, mass, inertia)
@@ -148,7 +146,7 @@ def main() -> None:
         mesh.apply_transform(world.object_pose())
         grasps, _ = pregrasps_on_mesh(prepared.name, mesh, config, hand, surface_seed, sample_seed)
         model = world.model
-        body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "object")
+        body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, OBJECT_BODY)
         mass, inertia = float(model.body_mass[body]), model.body_inertia[body].copy()
         gain, bias = model.actuator_gainprm.copy(), model.actuator_biasprm.copy()
 

@@ -159,6 +159,13 @@ def _run_trial(world: SimWorld, T_world_palm: np.ndarray, pregrasp_rad: np.ndarr
                       outcome.hand_links_touching, outcome.relative_motion_m, tuple(float(a) for a in rotation_deg))
 
 
+def closing_joints(grasps: Grasp, hand: AllegroHand, config: LabelConfig = LabelConfig()) -> np.ndarray:
+    """(B, 16) float64 joints (rad) that the trials close to: each fingertip ``close_distance_m`` along its d_i."""
+    directions_palm = grasps.fingertip_directions @ grasps.palm_rotation  # d_palm = R_world_palm^T d_world
+    closed = move_fingertips(hand, grasps.joint_angles_rad, directions_palm, config.close_distance_m, config.ik)
+    return closed.joint_angles_rad.detach().cpu().double().numpy()
+
+
 def label_grasps(world: SimWorld, grasps: Grasp, hand: AllegroHand, config: LabelConfig = LabelConfig(),
                  generator: torch.Generator | None = None,
                  progress: Callable[[int, int], None] | None = None, threads: int = 1) -> list[GraspLabel]:
@@ -182,9 +189,7 @@ def label_grasps(world: SimWorld, grasps: Grasp, hand: AllegroHand, config: Labe
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     grasps = validate_grasp(grasps.to("cpu", torch.float64), (hand.lower_limits_rad, hand.upper_limits_rad))
-    directions_palm = grasps.fingertip_directions @ grasps.palm_rotation  # d_palm = R_world_palm^T d_world
-    closed = move_fingertips(hand, grasps.joint_angles_rad, directions_palm, config.close_distance_m, config.ik)
-    closed_rad = closed.joint_angles_rad.detach().cpu().double().numpy()
+    closed_rad = closing_joints(grasps, hand, config)
     pregrasp_rad = grasps.joint_angles_rad.numpy()
     n = config.num_perturbations
     # the wrist noise is drawn grasp by grasp before any simulation, so it does not depend on the threads
