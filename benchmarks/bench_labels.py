@@ -13,7 +13,8 @@ in one run, on the same grasps and the same wrist noise:
 
 ``--timestep-s`` runs the new labellers with another step, and ``--mj-option NAME=VALUE`` (repeatable) with another
 MuJoCo solver or collision setting (``tolerance=1e-5``, ``ls_iterations=10``, ``cone=pyramidal``, ``solver=cg``,
-``ccd_tolerance=1e-4``): what each cheaper physics would cost in agreement.
+``ccd_tolerance=1e-4``, ``impratio=1``, ``iterations=10``), and ``--contact-dims 3`` with the hand's contacts
+without torsional friction (the world's hand and table geoms use 4): what each cheaper physics would cost in agreement.
 
 MuJoCo and torch run on one thread each. Prints trials per second, the ratios to the previous labeller (per core:
 divided by the threads), and the agreement of every label with the previous labeller's: per trial (y_coll,
@@ -118,6 +119,8 @@ def main() -> None:
     parser.add_argument("--timestep-s", type=float, help="another step for the new labellers (the data engine's: 0.004)")
     parser.add_argument("--mj-option", type=parse_mj_option, action="append", default=[], metavar="NAME=VALUE",
                         help="a MuJoCo option of the new labellers' world (repeatable)")
+    parser.add_argument("--contact-dims", type=int, choices=(1, 3, 4, 6),
+                        help="the contact dimension of the new labellers' hand and table geoms (the world's: 4)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -141,6 +144,8 @@ def main() -> None:
             old.follow = types.MethodType(previous_follow, old)
             for option, value in args.mj_option:
                 setattr(new.model.opt, option, value)
+            if args.contact_dims:
+                new.model.geom_condim[new.model.geom_condim == 4] = args.contact_dims
             row = {"object": prepared.name, "grasps": len(grasps)}
             for way, world, threads in zip(ways, (old, new, new), (1, 1, args.threads)):
                 got, seconds = timed_labels(world, grasps, hand, config, label_seed, threads)
