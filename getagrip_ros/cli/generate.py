@@ -17,6 +17,7 @@
 samplers (models: the shipped ones unless --mine-evaluator/--mine-sampler/--mine-fixed-grasps name others), or every
 grasp graspd synthesises on the observed cloud (--mine-samplers graspd: top-k + random-k of them, --graspd-steps
 steps), and writes them under <out>/mined/; --merge then joins them (any folder under mined/) to the generated grasps.
+--mine-refinement-iterations N refines the ranked proposals first (the planner refines 50 iterations by default).
 
 --nerf-subset renders each chosen object in the world it was labelled in, trains nerfacto on the views and writes
 its grasps' finger and global density grids in the public NeRF layout (the NeRF evaluator's data; minutes per
@@ -171,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"with --mine: comma-separated samplers whose proposals are labelled ({', '.join(MINING_SAMPLERS)})")
     parser.add_argument("--mine-top-k", type=int, default=MiningConfig.top_k, help="ranked grasps per sampler and object")
     parser.add_argument("--mine-random-k", type=int, default=MiningConfig.random_k, help="unranked draws per sampler and object")
+    parser.add_argument("--mine-refinement-iterations", type=int, default=MiningConfig.refinement_iterations,
+                        help="with --mine: refine the ranked proposals this many iterations before labelling them "
+                             "(the planner's default is 50: the grasps it executes)")
     parser.add_argument("--nerf-subset", type=Path, metavar="OUT.h5", help="write NeRF grids of a few objects' grasps")
     parser.add_argument("--nerf-objects", help="with --nerf-subset: comma-separated catalog names (default: --nerf-count)")
     parser.add_argument("--nerf-count", type=int, default=4, help="with --nerf-subset: the first N objects with a shard")
@@ -239,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                                    num_steps=args.graspd_steps))
             mining = MiningConfig(models, evaluator=args.mine_evaluator_kind,
                                   samplers=tuple(s.strip() for s in args.mine_samplers.split(",") if s.strip()),
-                                  top_k=args.mine_top_k, random_k=args.mine_random_k, graspd=graspd, generation=config,
+                                  top_k=args.mine_top_k, random_k=args.mine_random_k,
+                                  refinement_iterations=args.mine_refinement_iterations, graspd=graspd, generation=config,
                                   seed=args.seed)
             with tqdm(unit="object", desc="mine", disable=True if args.quiet else None, dynamic_ncols=True) as bar:
                 def on_mined(outcome: ObjectOutcome, total: int) -> None:

@@ -374,8 +374,9 @@ def test_mining_labels_the_planners_proposals_beside_the_generated_grasps(run, t
               "--mine-fixed-grasps", str(tiny_models.fixed_grasps)]
     capsys.readouterr()
     assert main(["--out", str(tmp_path / "round2"), "--mine", "--mine-samplers", "fixed", "--mine-top-k", "1",
-                 "--mine-random-k", "1", "--limit", "1", "--quiet", *models]) == 0
+                 "--mine-random-k", "1", "--mine-refinement-iterations", "2", "--limit", "1", "--quiet", *models]) == 0
     assert "every generated shard as listed (mined/ holds this run's mining)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "round2" / "mining.json").read_text())["refinement_iterations"] == 2
     with pytest.raises(ValueError, match="mined .*missing"):  # the listed round is gone: the whole pack does not verify
         verify_pack(tmp_path / "round2")
     (tmp_path / "pack" / "mined" / f"{OBJECTS[0]}.npz").write_bytes(b"changed")
