@@ -31,6 +31,7 @@ import torch
 
 from getagrip_ros.data.generate import MINED_DIR, SHARDS_DIR, GenerationConfig, load_shard, object_seed
 from getagrip_ros.data.labels import label_grasps
+from getagrip_ros.data.mining import SETTLE_TOLERANCE_M
 from getagrip_ros.data.pack import PACK_FILE
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.objects.catalog import object_by_name
@@ -39,8 +40,6 @@ from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.sim.world import SimWorld
 
 LABELS = ("y_pick", "y_coll", "y_PGS")
-SETTLE_TOLERANCE_M = 0.002
-"""The rebuilt world's object must rest this close to the shard's pose (the labels' world)."""
 
 
 def boundary(y: np.ndarray) -> np.ndarray:
