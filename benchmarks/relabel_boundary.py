@@ -29,15 +29,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from getagrip_ros.data.generate import MINED_DIR, SHARDS_DIR, GenerationConfig, load_shard, object_seed
+from getagrip_ros.data.generate import MINED_DIR, SHARDS_DIR, GenerationConfig, load_shard, object_seed, shard_world
 from getagrip_ros.data.labels import label_grasps
 from getagrip_ros.data.mining import SETTLE_TOLERANCE_M
 from getagrip_ros.data.pack import PACK_FILE
 from getagrip_ros.grasp.grasp import Grasp
-from getagrip_ros.objects.catalog import object_by_name
-from getagrip_ros.objects.mesh_object import prepare_object
+from getagrip_ros.objects.errors import ObjectRejected
 from getagrip_ros.robot.allegro import AllegroHand
-from getagrip_ros.sim.world import SimWorld
 
 LABELS = ("y_pick", "y_coll", "y_PGS")
 
@@ -66,12 +64,12 @@ def relabel_object(job: tuple[Path, Path, Path, int, int]) -> tuple[str, str]:
             parts["mined"] = (f["grasps_Oy"], _labels(f))
     start = time.perf_counter()
     config = GenerationConfig()
-    placement = dataclasses.replace(config.placement, yaw_rad=float(shard.settings["yaw_rad"]))
     hand, result = AllegroHand(), {}
-    with SimWorld(config.scene, prepare_object(object_by_name(shard.object_name), config.prepare), placement) as world:
-        moved_m = float(np.abs(world.object_pose()[:3, 3] - shard.T_world_object[:3, 3]).max())
-        if moved_m > SETTLE_TOLERANCE_M:
-            return shard.object_name, f"skipped: settled {moved_m * 1e3:.1f} mm away from its pose in the pack"
+    try:
+        world = shard_world(shard, config, SETTLE_TOLERANCE_M)
+    except ObjectRejected as exc:
+        return shard.object_name, f"skipped: {exc}"
+    with world:
         for offset, (kind, (grasps_Oy, y)) in enumerate(parts.items()):
             rows = boundary(y)
             result[f"{kind}_rows"], result[f"{kind}_extra"] = rows, np.zeros((len(rows), 3))

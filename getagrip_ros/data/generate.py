@@ -201,6 +201,33 @@ def _resolve(obj: ObjectSpec | str) -> ObjectSpec:
         raise ObjectRejected(str(exc)) from exc
 
 
+def shard_world(shard: ObjectShard, config: GenerationConfig, tolerance_m: float) -> SimWorld:
+    """The floating-hand world `shard` was labelled in, open (use it in a ``with``): its object prepared again by
+    `config` and placed at the shard's yaw, checked to rest where the shard says (position in metres and rotation-matrix
+    entries within `tolerance_m`).
+
+    Raises:
+        ObjectRejected: the object is not in the catalog or cannot be prepared, or it rests elsewhere (the shard was
+            made with other settings than `config`).
+    """
+    try:
+        spec = _resolve(shard.object_name)
+    except ObjectRejected as exc:
+        raise ObjectRejected(f"{shard.object_name}: cannot rebuild its world: {exc}") from exc
+    prepared = prepare_object(spec, config.prepare)
+    placement = dataclasses.replace(config.placement, yaw_rad=float(shard.settings["yaw_rad"]))
+    world = SimWorld(config.scene, prepared, placement)
+    T_world_object = world.object_pose()
+    moved_m = float(np.abs(T_world_object[:3, 3] - shard.T_world_object[:3, 3]).max())
+    turned = float(np.abs(T_world_object[:3, :3] - shard.T_world_object[:3, :3]).max())
+    if moved_m > tolerance_m or turned > tolerance_m:
+        world.close()
+        raise ObjectRejected(f"{shard.object_name}: the rebuilt world puts the object {moved_m * 1e3:.3f} mm (rotation "
+                             f"entries {turned:.1e}) away from where it was labelled: the shard was made with other "
+                             "settings")
+    return world
+
+
 def _name(obj: ObjectSpec | str) -> str:
     return obj.name if isinstance(obj, ObjectSpec) else obj
 

@@ -45,21 +45,19 @@ from getagrip_ros.data.generate import (
     _compared_settings,
     _differences,
     _read_json,
-    _resolve,
     _tally,
     _write_json,
     load_shard,
     object_seed,
+    shard_world,
 )
 from getagrip_ros.data.labels import label_grasps
 from getagrip_ros.grasp.frames import invert_transform
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.models.shipped import resolve_model_file
 from getagrip_ros.objects.errors import ObjectRejected
-from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.planning.graspd_sampler import GraspdSamplerConfig
 from getagrip_ros.planning.planner import GraspPlanner, GraspPlannerConfig, ModelFiles, PlanRequest
-from getagrip_ros.sim.world import SimWorld
 from getagrip_ros.status import StatusCode
 
 MINING_EVALUATORS = ("bps", "geometry")
@@ -159,13 +157,8 @@ def mine_object(source: ObjectShard, config: MiningConfig) -> ObjectShard:
     start = time.perf_counter()
     seed = object_seed(source.object_name, config.seed)
     gen = config.generation
-    prepared = prepare_object(_resolve(source.object_name), gen.prepare)
-    placement = dataclasses.replace(gen.placement, yaw_rad=float(source.settings["yaw_rad"]))
     parts, kinds = [], []
-    with SimWorld(gen.scene, prepared, placement) as world:
-        moved_m = float(np.abs(world.object_pose()[:3, 3] - source.T_world_object[:3, 3]).max())
-        if moved_m > SETTLE_TOLERANCE_M:
-            raise ObjectRejected(f"{source.object_name}: settled {moved_m * 1e3:.1f} mm away from its pose in the source run")
+    with shard_world(source, gen, SETTLE_TOLERANCE_M) as world:
         timings["prepare"] = round(time.perf_counter() - start, 4)
         graspd = dataclasses.replace(config.graspd, num_grasps=config.top_k + config.random_k)
         for sampler in config.samplers:

@@ -26,11 +26,10 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from getagrip_ros.data.generate import _HAND_AWAY_M, SHARDS_DIR, GenerationConfig, ObjectShard, load_shard, shard_path
+from getagrip_ros.data.generate import (_HAND_AWAY_M, SHARDS_DIR, GenerationConfig, ObjectShard, load_shard, shard_path,
+                                        shard_world)
 from getagrip_ros.grasp.grasp import Grasp
-from getagrip_ros.objects.catalog import object_by_name
 from getagrip_ros.objects.errors import ObjectRejected
-from getagrip_ros.objects.mesh_object import prepare_object
 from getagrip_ros.perception.capture_trajectory import SpiralConfig, spiral_poses
 from getagrip_ros.perception.density import (
     DensityFn, FingerGridConfig, GlobalGridConfig, evaluate_density, finger_frames, finger_grid_points_world,
@@ -41,7 +40,6 @@ from getagrip_ros.perception.nerf_dataset import write_nerf_dataset
 from getagrip_ros.planning.evaluators import finger_grid_inputs
 from getagrip_ros.robot.allegro import AllegroHand
 from getagrip_ros.sim.scene import CameraConfig
-from getagrip_ros.sim.world import SimWorld
 from getagrip_ros.training.datasets import PUBLIC_GLOBAL_GRID_SIZE_M, write_nerf_grasp_dataset
 
 GRIDS_FILE = "grids.npz"
@@ -109,22 +107,11 @@ def render_shard_world(shard: ObjectShard, generation: GenerationConfig, config:
         ObjectRejected: the object is not in the catalog (e.g. a mesh file of its own) or cannot be prepared, or
             it does not rest where the shard says (the run used other settings than ``generation``).
     """
-    try:
-        spec = object_by_name(shard.object_name)
-    except ValueError as exc:
-        raise ObjectRejected(f"{shard.object_name}: cannot rebuild its world: {exc}") from exc
-    prepared = prepare_object(spec, generation.prepare)
-    placement = dataclasses.replace(generation.placement, yaw_rad=float(shard.settings["yaw_rad"]))
     T_hand = np.eye(4)
     T_hand[:3, 3] = _HAND_AWAY_M
     rgb, depth, masks, poses = [], [], [], []
-    with SimWorld(generation.scene, prepared, placement) as world:
+    with shard_world(shard, generation, POSE_TOLERANCE_M) as world:
         world.reset(T_world_palm=T_hand)
-        moved_m = float(np.abs(world.object_pose()[:3, 3] - shard.T_world_object[:3, 3]).max())
-        turned = float(np.abs(world.object_pose()[:3, :3] - shard.T_world_object[:3, :3]).max())
-        if moved_m > POSE_TOLERANCE_M or turned > POSE_TOLERANCE_M:
-            raise ObjectRejected(f"{shard.object_name}: the rebuilt world puts the object {moved_m * 1000:.3f} mm away from "
-                                 "where it was labelled: the run was generated with other settings")
         centre = np.array([*world.object_pose()[:2, 3], 0.0])
         for T_world_camera in spiral_poses(centre, config.spiral):
             world.set_camera_pose(T_world_camera)
