@@ -27,9 +27,10 @@ The result is the project's 37-D grasp: pre-grasp joints and closing directions 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Callable, Literal, Optional
 
 import numpy as np
 import torch
@@ -42,7 +43,8 @@ from getagrip_ros.human_demo.human_hand import (FINGERTIP_KEYPOINTS, capsule_dis
 from getagrip_ros.synthesis.hand_model import HandModel, pose_from_translation_rot6d
 from getagrip_ros.synthesis.losses import hand_epsilon_quality
 from getagrip_ros.synthesis.object_sdf import ObjectSDF
-from getagrip_ros.synthesis.optimizer import ALLEGRO_FLEXION_JOINTS, SynthesisConfig, allegro_grasp, fingertip_contacts
+from getagrip_ros.synthesis.optimizer import (ALLEGRO_FLEXION_JOINTS, SynthesisConfig, SynthesisOptions, allegro_grasp,
+                                              fingertip_contacts, synthesize_grasps)
 
 #: The weighted terms of step (c), as :meth:`TransferObjective.total` names them.
 TERMS = ("contact", "orientation", "interpenetration", "self_penetration", "table", "fingertips")
@@ -133,6 +135,37 @@ class SimilarityRegion:
     """A variant's contact heatmap difference may exceed the transfer's by at most this."""
     max_orientation_difference: float = 0.1
     """A variant's orientation difference stays below this (the seed's L_O: about 0.04 per degree the palm turns)."""
+
+
+@dataclass(frozen=True)
+class PhysicsRefinement:
+    """Refinement of a transferred grasp by the contact-rich synthesis core (Grasp'D, :mod:`getagrip_ros.synthesis`):
+    from the transfer and random moves of it (the similarity region's spreads), ``num_steps`` steps of the synthesis's
+    objective (desired forces that resist every object wrench, produced by the hand at the surface), with the
+    demonstration kept by a soft trust region: ``weight x excess^2`` of the contact heatmap difference beyond the
+    transfer's + ``max_contact_increase`` and of the orientation difference beyond ``max_orientation_difference``
+    (:meth:`TransferObjective.trust_region_penalty`). The region is soft: the refined grasps mostly end outside it, and
+    what they cost in similarity is measured (README "Grasp like a human")."""
+
+    num_steps: int = 0
+    """Synthesis steps (0: no refinement)."""
+    num_starts: int = 8
+    """The transfer and this many minus one random moves of it, refined together."""
+    offset_start_m: float = 0.02
+    """Coarse-to-fine: the level-set offset at the first step (falls to 0 as in the synthesis)."""
+    contact_weight: float = 1e6
+    """Per unit^2 of excess contact heatmap difference (the synthesis's objective is in N; its physics term is
+    ~1e3-1e4 N while the hand moves)."""
+    orientation_weight: float = 1e5
+    """Per unit^2 of excess orientation difference."""
+    penalty_points: int = 500
+    """Object points the penalty's contact heatmaps are compared on (a random subset of the transfer's; the reported
+    differences use all)."""
+
+    def __post_init__(self) -> None:
+        if self.num_steps < 0 or self.num_starts < 1:
+            raise ValueError(f"physics refinement: num_steps must be >= 0 and num_starts >= 1, got {self.num_steps}, "
+                             f"{self.num_starts}")
 
 
 class TransferError(ValueError):
@@ -277,6 +310,34 @@ class TransferObjective:
             R = T_object_palm[:, :3, :3]
             orientation = (R[:, :, 0] - self.n_human).abs().sum(-1) + (R[:, :, 2] - self.f_human).abs().sum(-1)
         return torch.cat(contact), orientation
+
+    def similarity_terms(self, T_object_palm: torch.Tensor, q_rad: torch.Tensor,
+                         num_points: Optional[int] = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B,) contact-heatmap and orientation differences of B grasps (palm poses (B, 4, 4), joints (B, 16)), with
+        gradient (float64); the heatmaps on the first `num_points` object points (a random subset: they are drawn in
+        random order) or all."""
+        T, q = T_object_palm.double(), q_rad.double()
+        points, heat_human = self.points[:num_points], self.heat_human[:num_points]
+        samples, _ = self.hand.surface(self.hand.link_poses(T, q))
+        with torch.no_grad():  # the nearest sample of each point: argmin of |s|^2 - 2 p.s, in float32
+            s32 = samples.float()
+            nearest = (s32.square().sum(-1)[:, None, :] - 2 * points.float() @ s32.transpose(1, 2)).argmin(-1)
+        distance = (points - torch.gather(samples, 1, nearest[..., None].expand(-1, -1, 3))).norm(dim=-1)
+        contact = (heat_human - contact_heatmap(distance, self.config.tau_m)).abs().mean(-1)
+        R = T[:, :3, :3]
+        orientation = (R[:, :, 0] - self.n_human).abs().sum(-1) + (R[:, :, 2] - self.f_human).abs().sum(-1)
+        return contact, orientation
+
+    def trust_region_penalty(self, T_object_palm: torch.Tensor, q_rad: torch.Tensor, contact_reference: float,
+                             region: SimilarityRegion, refinement: PhysicsRefinement) -> torch.Tensor:
+        """(B,) the soft similarity trust region of :class:`PhysicsRefinement` for B grasps (palm poses (B, 4, 4),
+        joints (B, 16)), with gradient, in the dtype of `q_rad`."""
+        contact, orientation = self.similarity_terms(T_object_palm, q_rad, refinement.penalty_points)
+        excess_contact = (contact - (contact_reference + region.max_contact_increase)).clamp_min(0)
+        excess_orientation = (orientation - region.max_orientation_difference).clamp_min(0)
+        penalty = (refinement.contact_weight * excess_contact.square()
+                   + refinement.orientation_weight * excess_orientation.square())
+        return penalty.to(q_rad.dtype)
 
     def total(self, terms: dict[str, torch.Tensor], names: tuple[str, ...]) -> torch.Tensor:
         w = self.config.weights
@@ -434,6 +495,21 @@ def robot_grasp_result(objective: TransferObjective, T_object_palm: torch.Tensor
         losses={k: float(v) for k, v in terms.items() if k != "heat_robot"}, timings_s={})
 
 
+def random_moves(result: TransferResult, num: int, region: SimilarityRegion, hand: HandModel,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The transfer's contact state and `num` random moves of it with `region`'s spreads (joints kept within `hand`'s
+    limits): palm poses (num + 1, 4, 4) and joints (num + 1, 16), the transfer first. Object frame."""
+    T0, q0 = result.T_object_palm.double(), result.joint_angles_rad.double()
+    T, q = T0.repeat(num + 1, 1, 1), q0.repeat(num + 1, 1)
+    if num:
+        noise = torch.randn(num, 3 + 3 + len(q0), generator=generator, dtype=torch.float64)
+        T[1:, :3, 3] += region.translation_std_m * noise[:, :3]
+        T[1:, :3, :3] = so3_exp(region.rotation_std_rad * noise[:, 3:6]) @ T0[:3, :3]
+        q[1:] = torch.maximum(torch.minimum(q0 + region.joint_std_rad * noise[:, 6:], hand.upper_limits_rad),
+                              hand.lower_limits_rad)
+    return T, q
+
+
 def similar_grasps(objective: TransferObjective, result: TransferResult, num: int, generator: torch.Generator,
                    region: SimilarityRegion = SimilarityRegion(),
                    pregrasp: SynthesisConfig = SynthesisConfig()) -> tuple[Grasp, torch.Tensor, torch.Tensor]:
@@ -442,16 +518,7 @@ def similar_grasps(objective: TransferObjective, result: TransferResult, num: in
     differences stay within `region`; for an evaluator to choose among. Returns the 37-D grasps (the transfer first)
     and their (K,) contact heatmap and orientation differences. Object frame."""
     hand = objective.hand
-    draws = 4 * max(num - 1, 0)
-    T0, q0 = result.T_object_palm.double(), result.joint_angles_rad.double()
-    T = T0.repeat(draws + 1, 1, 1)
-    q = q0.repeat(draws + 1, 1)
-    if draws:
-        noise = torch.randn(draws, 3 + 3 + len(q0), generator=generator, dtype=torch.float64)
-        T[1:, :3, 3] += region.translation_std_m * noise[:, :3]
-        T[1:, :3, :3] = so3_exp(region.rotation_std_rad * noise[:, 3:6]) @ T0[:3, :3]
-        q[1:] = torch.maximum(torch.minimum(q0 + region.joint_std_rad * noise[:, 6:], hand.upper_limits_rad),
-                              hand.lower_limits_rad)
+    T, q = random_moves(result, 4 * max(num - 1, 0), region, hand, generator)
     contact, orientation = objective.similarity(T, q)
     keep = (contact <= contact[0] + region.max_contact_increase) & (orientation <= region.max_orientation_difference)
     keep[0] = True
@@ -460,3 +527,49 @@ def similar_grasps(objective: TransferObjective, result: TransferResult, num: in
     q_clamped, _, tip_normals = fingertip_contacts(hand, objective.sdf, T, q)
     grasps, _, _ = allegro_grasp(T, q_clamped, tip_normals, hand, objective.sdf, objective.T_table_object, pregrasp)
     return grasps, contact[index], orientation[index]
+
+
+@dataclass
+class RefinedGrasps:
+    """Transferred grasps refined by the synthesis core (:func:`refine_with_physics`), in the object frame, best first."""
+
+    grasps: Grasp
+    """(K,) 37-D grasps in the synthesis's physics-score order (failed ones last)."""
+    T_object_palm: torch.Tensor
+    """(K, 4, 4) their palm poses in contact."""
+    joint_angles_rad: torch.Tensor
+    """(K, 16) their joints in contact."""
+    contact_heatmap_difference: torch.Tensor
+    """(K,) mean |H_human - H_robot| of each."""
+    orientation_difference: torch.Tensor
+    """(K,) |n_r - n_h|_1 + |f_r - f_h|_1 of each."""
+    physics_score: torch.Tensor
+    """(K,) the synthesis's own score, lower is better."""
+    elapsed_s: float
+
+
+def refine_with_physics(objective: TransferObjective, result: TransferResult, synthesis_hand: HandModel,
+                        synthesis: SynthesisConfig, refinement: PhysicsRefinement, generator: torch.Generator,
+                        region: SimilarityRegion = SimilarityRegion(),
+                        progress: Optional[Callable[[float], None]] = None) -> RefinedGrasps:
+    """Refine `result` (a transfer on `objective`'s object) with the synthesis core on `synthesis_hand` (the Allegro
+    with the contact links the synthesis uses) and `synthesis`'s losses and pre-grasps, inside the soft similarity trust
+    region of `refinement`. The starts are the transfer and ``num_starts - 1`` random moves of its contact state
+    (`region`'s spreads, seeded by `generator`). `progress(fraction of the steps)` is called after every chunk of
+    steps and may raise (a cancel)."""
+    T0, q0 = random_moves(result, refinement.num_starts - 1, region, synthesis_hand, generator)
+    contact_reference = result.contact_heatmap_difference
+
+    def penalty(state) -> torch.Tensor:
+        return objective.trust_region_penalty(state.T_object_root, state.q_rad, contact_reference, region, refinement)
+
+    T_object_table = None if objective.T_table_object is None else torch.linalg.inv(objective.T_table_object).numpy()
+    config = dataclasses.replace(synthesis, num_steps=refinement.num_steps, offset_start_m=refinement.offset_start_m)
+    refined = synthesize_grasps(synthesis_hand, objective.sdf, config, SynthesisOptions(
+        initial_T_object_root=T0, initial_joint_angles_rad=q0, T_object_table=T_object_table, extra_objective=penalty,
+        progress=progress))
+    score = refined.physics_score()
+    order = torch.argsort(score, stable=True)
+    T, q = refined.T_object_root[order], refined.joint_angles_rad[order]
+    contact, orientation = objective.similarity(T, q)
+    return RefinedGrasps(refined.grasp[order], T, q, contact, orientation, score[order], refined.elapsed_s)

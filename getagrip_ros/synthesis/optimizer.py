@@ -162,6 +162,10 @@ class SynthesisOptions:
     """(B, 4, 4) wrist starts instead of the sampled ones (B replaces num_grasps)."""
     initial_joint_angles_rad: Optional[torch.Tensor] = None
     """(B, J) joint starts instead of the open hand."""
+    extra_objective: Optional[Callable[[HandState], torch.Tensor]] = None
+    """(B,) more terms of each grasp's minimised objective, computed from the current variables on ``device`` (for
+    example how far each grasp has moved from a human demonstration:
+    :meth:`getagrip_ros.human_demo.transfer.TransferObjective.trust_region_penalty`)."""
     on_chunk: Optional[Callable[[int, HandState, LossTerms], None]] = None
     """Called after every chunk with the step count, the (detached, CPU) variables and the loss terms of that chunk's
     last step (on ``device``): for traces and pictures of the coarse-to-fine trajectory."""
@@ -412,13 +416,16 @@ def synthesize_grasps(hand: HandModel, sdf: ObjectSDF, config: SynthesisConfig =
         factor = lr_factor_at(step, config)
         for group, lr in zip(optimizer.param_groups, base_lrs):
             group["lr"] = lr * factor
-        terms: LossTerms = evaluate_losses(hand_on, sdf, state(), wrenches_on, torque_length, offset, config.contact,
+        current = state()
+        terms: LossTerms = evaluate_losses(hand_on, sdf, current, wrenches_on, torque_length, offset, config.contact,
                                            T_table_on, config.table_clearance_m, config.physics, config.task_moves_hand,
                                            config.free_clearance_m, config.relaxation)
         constraints = torch.stack([terms.task - mdmm.task_tolerance_n2, terms.joint_limits], -1)
         objective = (w.physics * terms.physics + w.joint_midrange * terms.joint_midrange
                      + w.self_intersection * terms.self_intersection + w.table * terms.table
                      + (multipliers * constraints + 0.5 * damping * constraints.square()).sum(-1))
+        if options.extra_objective is not None:
+            objective = objective + options.extra_objective(current)
         finite = torch.isfinite(objective) & ~failed
         optimizer.zero_grad(set_to_none=False)
         torch.where(finite, objective, torch.zeros_like(objective)).sum().backward()

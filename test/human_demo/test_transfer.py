@@ -252,3 +252,56 @@ def test_the_fingertip_term_brings_allegro_fingertips_to_the_human_fingertip_con
     assert results[100.0].fingertip_gap_m < results[0.0].fingertip_gap_m - 0.003, {
         w: r.fingertip_gap_m for w, r in results.items()}
     assert results[100.0].penetration_depth_m < 0.006
+
+
+def test_the_trust_region_penalty_is_zero_inside_and_grows_outside(side_grasp, allegro, cylinder_sdf):
+    from getagrip_ros.human_demo.transfer import PhysicsRefinement, SimilarityRegion, transfer_objective
+
+    result = transfer_grasp(side_grasp, allegro, cylinder_sdf, FAST, T_object_table=np.eye(4))
+    objective = transfer_objective(side_grasp, allegro, cylinder_sdf, FAST, np.eye(4))
+    T = result.T_object_palm.repeat(3, 1, 1)
+    T[1, :3, 3] += torch.tensor([0.0, 0.0, 0.05], dtype=F64)  # slid 5 cm up the can: other contacts
+    turn = torch.tensor([[1.0, 0, 0], [0, 0.8, -0.6], [0, 0.6, 0.8]], dtype=F64)
+    T[2, :3, :3] = turn @ T[2, :3, :3]  # turned by 37 deg about x: another orientation
+    q = result.joint_angles_rad.repeat(3, 1).requires_grad_(True)
+    # the differentiable terms are the reported ones (all points), and a subset estimates them
+    contact, orientation = (value.detach() for value in objective.similarity_terms(T, q))
+    reference_contact, reference_orientation = objective.similarity(T, q.detach())
+    assert torch.allclose(contact, reference_contact) and torch.allclose(orientation, reference_orientation)
+    assert abs(float(contact[0]) - result.contact_heatmap_difference) < 1e-9
+    subset, _ = objective.similarity_terms(T, q, 500)
+    assert (subset - contact).abs().max() < 0.02
+    region, refinement = SimilarityRegion(max_contact_increase=0.02, max_orientation_difference=0.1), PhysicsRefinement()
+    penalty = objective.trust_region_penalty(T, q, result.contact_heatmap_difference, region, refinement)
+    assert penalty[0] == 0.0 and penalty[1] > 0.0 and penalty[2] > 0.0, penalty
+    assert float(contact[1]) > result.contact_heatmap_difference + 0.02 and float(orientation[2]) > 0.1
+    penalty.sum().backward()
+    assert torch.isfinite(q.grad).all() and q.grad[1].abs().sum() > 0  # it pulls the joints back toward the contacts
+    with pytest.raises(ValueError, match="num_starts"):
+        PhysicsRefinement(num_starts=0)
+
+
+def test_physics_refinement_keeps_the_grasp_near_the_demonstration(side_grasp, allegro, cylinder_sdf):
+    """Refined by the synthesis core, with and without the trust region: both give 37-D grasps, best physics score
+    first; the region (here with heavy weights) keeps the palm's orientation much closer to the human's."""
+    from getagrip_ros.human_demo.transfer import PhysicsRefinement, refine_with_physics, transfer_objective
+    from getagrip_ros.synthesis.optimizer import SynthesisConfig
+
+    result = transfer_grasp(side_grasp, allegro, cylinder_sdf, FAST, T_object_table=np.eye(4))
+    objective = transfer_objective(side_grasp, allegro, cylinder_sdf, FAST, np.eye(4))
+    hand = allegro_hand_model(AllegroModelConfig(contact_links="distal", sampling=SurfaceSamplingConfig(num_samples=800)))
+    fractions = []
+    runs = {}
+    for name, weights in (("free", dict(contact_weight=0.0, orientation_weight=0.0)),
+                          ("region", dict(contact_weight=1e7, orientation_weight=1e7))):
+        refinement = PhysicsRefinement(num_steps=60, num_starts=3, **weights)
+        runs[name] = refine_with_physics(objective, result, hand, SynthesisConfig(chunk_steps=20), refinement,
+                                         torch.Generator().manual_seed(0), progress=fractions.append)
+    for refined in runs.values():
+        assert len(refined.grasps) == 3 and refined.grasps.frame_id == "object"
+        assert (refined.physics_score[:-1] <= refined.physics_score[1:]).all()  # best first
+        assert torch.isfinite(refined.grasps.palm_position_m).all()
+        assert torch.allclose(refined.grasps.palm_position_m, refined.T_object_palm[:, :3, 3])
+    assert fractions[:3] == [pytest.approx(f) for f in (1 / 3, 2 / 3, 1.0)]
+    assert float(runs["region"].orientation_difference.mean()) < 0.6 * float(runs["free"].orientation_difference.mean()), (
+        runs["region"].orientation_difference, runs["free"].orientation_difference)

@@ -79,6 +79,30 @@ def test_an_evaluator_chooses_among_variants_in_the_similarity_region(demo):
         dataclasses.replace(FAST, num_candidates=0)
 
 
+def test_the_physics_refinement_returns_its_grasps_then_the_transfer(demo):
+    import dataclasses
+
+    from getagrip_ros.human_demo.transfer import PhysicsRefinement
+
+    refine = dataclasses.replace(FAST, physics_refinement=PhysicsRefinement(num_steps=20, num_starts=2))
+    planner = GraspPlanner(GraspPlannerConfig(graspd=FAST_GRASPD, human_demo=refine))
+    calls = []
+    result = planner.plan(request(demo, num_grasps=3), progress=lambda *a: calls.append(a))
+    assert result.success, result.reason
+    assert "refined by the synthesis core from 2 starts" in result.reason and "the transfer last" in result.reason
+    grasps = result.planned.grasps
+    assert len(grasps) == 3 and torch.isfinite(grasps.palm_position_m).all()
+    # the last is the transfer itself, as the planner gets it without refinement
+    alone = GraspPlanner(GraspPlannerConfig(graspd=FAST_GRASPD, human_demo=FAST)).plan(request(demo))
+    assert torch.allclose(grasps.palm_position_m[-1], alone.planned.grasps.palm_position_m[0])
+    # still the demonstrated way of holding the can: palm on its -y side, fingers forward
+    R = grasps.palm_rotation.numpy()
+    assert (R[:, 1, 0] > 0.7).all() and (R[:, 0, 2] > 0.7).all(), R
+    assert sum(stage == "sampling" for stage, *_ in calls) >= 3  # progress during the refinement
+    with pytest.raises(ValueError, match="num_steps"):
+        PhysicsRefinement(num_steps=-1)
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(human_demo=None), "needs a human demonstration"),
     (dict(sampler="heuristic"), "used by the human_demo sampler only"),

@@ -580,3 +580,23 @@ def test_physics_score_prefers_an_opposed_thumb_and_drops_failures():
     assert torch.allclose(with_backoff - physics_score(metrics, None, n), torch.tensor([0.0, 2.0, 4.0], dtype=F64))
     metrics.task_loss[1] = math.nan
     assert physics_score(metrics, None, n)[1] == math.inf
+
+
+def test_an_extra_objective_joins_the_minimised_objective(hand, box_sdf):
+    """A per-call term (B,) computed from the current variables: here one that holds the wrists at their starts."""
+    config = SynthesisConfig(num_steps=40)
+    free = synthesize_grasps(hand, box_sdf, config, SynthesisOptions(num_grasps=2, seed=3))
+    seen = []
+
+    def hold_at_start(state: HandState) -> torch.Tensor:
+        seen.append(tuple(state.T_object_root.shape))
+        start = held_from[:, :3, 3].to(state.T_object_root)
+        return 1e9 * (state.T_object_root[:, :3, 3] - start).square().sum(-1)
+
+    starts = synthesize_grasps(hand, box_sdf, SynthesisConfig(num_steps=1), SynthesisOptions(num_grasps=2, seed=3))
+    held_from = starts.T_object_root  # after one step: within one learning rate of the sampled starts
+    held = synthesize_grasps(hand, box_sdf, config, SynthesisOptions(num_grasps=2, seed=3, extra_objective=hold_at_start))
+    assert seen and set(seen) == {(2, 4, 4)} and len(seen) == 40
+    moved_free = (free.T_object_root[:, :3, 3] - held_from[:, :3, 3]).norm(dim=-1)
+    moved_held = (held.T_object_root[:, :3, 3] - held_from[:, :3, 3]).norm(dim=-1)
+    assert moved_free.sum() > 0.03 and moved_held.sum() < 0.3 * moved_free.sum(), (moved_free, moved_held)
