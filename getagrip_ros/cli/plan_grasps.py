@@ -8,6 +8,7 @@
     getagrip-plan-grasps cloud.npy --mesh object_mesh.obj --sampler graspd   # graspd's SDF from extraction's mesh
     getagrip-plan-grasps --mesh object.obj --sampler graspd                  # points drawn on the mesh
     getagrip-plan-grasps cloud.npy --sampler human_demo --human-demo demo.json --evaluator none --image demo.png  # as a human did
+    getagrip-plan-grasps cloud.npy --sampler human_demo --human-demo demo.json --human-demo-refine-steps 200  # refined
 
 The cloud is (N, 3) metres in a z-up frame with the table top at z = 0 (.npy, or text .xyz/.txt); a mesh
 (.obj, .ply, .stl) and a human demonstration (JSON: 21 keypoints or a MANO mesh, see
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="graspd sampler: gradient steps of the synthesis")
     parser.add_argument("--human-demo", type=Path, help="human_demo sampler: a human grasp demonstration (JSON) "
                         "in the cloud's frame")
+    parser.add_argument("--human-demo-refine-steps", type=int, default=None,
+                        help="human_demo sampler: refine the transfer by the Grasp'D core for this many steps in a soft "
+                             "similarity trust region (default 0: off; README \"Grasp like a human\")")
     for field in dataclasses.fields(ModelFiles):
         parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default,
                             help=f"file, 'shipped' (the package's own) or '' (none); default {field.default!r}")
@@ -78,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--graspd-grasps and --graspd-steps must be >= 1, got {args.graspd_grasps}, {args.graspd_steps}")
     if (args.sampler == "human_demo") != (args.human_demo is not None):
         parser.error("--sampler human_demo and --human-demo DEMO.json go together")
+    if args.human_demo_refine_steps is not None and (args.human_demo is None or args.human_demo_refine_steps < 0):
+        parser.error("--human-demo-refine-steps takes a number of steps >= 0, with --human-demo")
     demonstration = None
     if args.human_demo is not None:
         from getagrip_ros.human_demo.demonstration import DemonstrationError, load_demonstration
@@ -101,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     config = dataclasses.replace(base, num_samples=args.num_samples, models=models, device=args.device,
                                  diffusion=dataclasses.replace(base.diffusion, num_steps=args.diffusion_steps),
                                  graspd=graspd)
+    if args.human_demo_refine_steps is not None:
+        refinement = dataclasses.replace(base.human_demo.physics_refinement, num_steps=args.human_demo_refine_steps)
+        config = dataclasses.replace(config, human_demo=dataclasses.replace(base.human_demo, physics_refinement=refinement))
     planner = GraspPlanner(config)
     request = PlanRequest(frame_id=args.frame_id, points_m=points, num_grasps=args.num_grasps, sampler=args.sampler,
                           evaluator=args.evaluator, refinement_iterations=args.iterations, seed=args.seed,

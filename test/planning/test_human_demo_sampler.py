@@ -144,6 +144,8 @@ def test_cli_plans_from_a_demonstration_file(tmp_path, demo, capsys):
     assert "bone" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([str(tmp_path / "cloud.npy"), "--sampler", "graspd", "--human-demo", str(tmp_path / "demo.json")])
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "cloud.npy"), "--sampler", "graspd", "--human-demo-refine-steps", "10"])
 
 
 def test_benchmark_protocols_hold_a_demonstration_per_object(tmp_path):
