@@ -29,7 +29,9 @@ the physics score, for a few w. ``shipped_bps`` and ``shipped_geometry`` name th
 true mesh (5 executions per grasp on its k-means convex parts, the executor's 18 cm rise, its own noise seed): the
 ranking a user gets from ``graspd+sim`` with a perfect object model. It simulates with the same engine and the same
 criteria as the labels it is judged by (other noise draws, another collision model of the object), so it shows how
-much of the oracle's best 5 a simulation ranking recovers, not what a perceived object gives.
+much of the oracle's best 5 a simulation ranking recovers, not what a perceived object gives. ``--sim-trials N``
+executes each grasp N times instead of 5 and ranks by the first 2, 5 and 10 of them as well (independent draws: the
+evaluator with that many trials).
 
 ``--draw OBJECT --draw-out PNG`` draws one object's grasps instead (runs with the grasps' vectors): the score's top 5,
 then the 4 best by their labels, the hand coloured by the labelled y_PGS, the first also closed on the object.
@@ -42,6 +44,8 @@ noise: the oracle's own labels are biased up (the best 5 of 32 noisy 5-trial est
     python benchmarks/rank_graspd.py --evaluators shipped_geometry,data/experiments/surface_evaluator_graspd_mined.pt \
         docs/graspd/ranking_test_vectors.json --out docs/graspd/ranking_evaluators_test.json
     python benchmarks/rank_graspd.py docs/graspd/ranking_test_vectors.json --sim-true-mesh --out docs/graspd/sim_true_mesh_test.json
+    python benchmarks/rank_graspd.py docs/graspd/ranking_validation_flex.json --sim-true-mesh --sim-trials 20 \
+        --out docs/graspd/sim_trials_validation.json
     python benchmarks/rank_graspd.py docs/graspd/ranking_test_vectors.json --draw tabletop20/squirrel \
         --draw-out docs/graspd/squirrel_score_top5.png
 """
@@ -148,26 +152,32 @@ def evaluator_predictions(objects, paths: list[str]) -> list[str]:
     return list(models)
 
 
-def sim_predictions(objects) -> str:
-    """Add the ``sim`` evaluator's y_PGS on each object's true mesh (key ``sim_true_mesh``) to its grasps, in place."""
+def sim_predictions(objects, trials: int) -> list[str]:
+    """Add the ``sim`` evaluator's y_PGS on each object's true mesh to its grasps, in place: with `trials` executions
+    per grasp (key ``sim_true_mesh``, the evaluator's setting) and with the first 2, 5, 10 of them where fewer (keys
+    ``sim_true_mesh_<k>``, the evaluator with ``num_trials`` k: its trials are independent draws)."""
     from getagrip_ros.data.generate import GenerationConfig
     from getagrip_ros.grasp.grasp import Grasp
     from getagrip_ros.objects.catalog import object_by_name
     from getagrip_ros.objects.mesh_object import prepare_object
     from getagrip_ros.planning.object_input import PlanningObject
-    from getagrip_ros.planning.simulation_evaluator import SimulationGraspEvaluator
+    from getagrip_ros.planning.simulation_evaluator import SimulationEvaluatorConfig, SimulationGraspEvaluator
 
-    base, evaluator = GenerationConfig(), SimulationGraspEvaluator()
+    base, evaluator = GenerationConfig(), SimulationGraspEvaluator(SimulationEvaluatorConfig(num_trials=trials))
+    fewer = [k for k in (2, 5, 10) if k < trials]
     for title, g in objects:
         name = title.split(" (")[0]
         mesh = placed_mesh(prepare_object(object_by_name(name), base.prepare), base)  # where the labels had it
         obj = PlanningObject("world", torch.eye(4, dtype=torch.float64), np.zeros(4096), mesh=mesh)
         grasps = Grasp.from_vector(torch.as_tensor(g["grasp_vector"], dtype=torch.float32), "world")
-        g["sim_true_mesh"] = np.array([label.y_pgs for label in evaluator.labeller(obj)(grasps)])
+        labels = evaluator.labeller(obj)(grasps)
+        g["sim_true_mesh"] = np.array([label.y_pgs for label in labels])
+        for k in fewer:
+            g[f"sim_true_mesh_{k}"] = np.array([np.mean([t.y_coll * t.y_pick for t in label.trials[:k]]) for label in labels])
         top = np.lexsort((g["score"], -g["sim_true_mesh"]))[:5]
         print(f"  sim on the true mesh: {name}: top 5 {g['y_pgs'][top].mean():.2f} (score's "
               f"{g['y_pgs'][np.argsort(g['score'], kind='stable')[:5]].mean():.2f})", flush=True)
-    return "sim_true_mesh"
+    return [f"sim_true_mesh_{k}" for k in fewer] + ["sim_true_mesh"]
 
 
 def draw(objects, name: str, path: Path) -> None:
@@ -273,6 +283,8 @@ def main() -> None:
     parser.add_argument("--evaluators", default="", help="BPS or geometry evaluator checkpoints, comma-separated "
                         "(shipped_bps, shipped_geometry: the package's), each added as a ranking")
     parser.add_argument("--sim-true-mesh", action="store_true", help="add the sim evaluator on the true mesh as a ranking")
+    parser.add_argument("--sim-trials", type=int, default=5, help="--sim-true-mesh: executions per grasp (fewer are "
+                        "ranked too, from the first of them)")
     parser.add_argument("--draw", help="draw this object's grasps (see the module docstring) and stop")
     parser.add_argument("--draw-out", type=Path, default=Path("graspd_grasps.png"), help="--draw: the PNG")
     args = parser.parse_args()
@@ -286,7 +298,7 @@ def main() -> None:
         closing_features(objects, args.perturbations)
     evaluators = evaluator_predictions(objects, args.evaluators.split(",")) if args.evaluators else []
     if args.sim_true_mesh:
-        evaluators.append(sim_predictions(objects))
+        evaluators += sim_predictions(objects, args.sim_trials)
     print(f"{len(objects)} objects x {int(np.mean([len(g['y_pgs']) for _, g in objects]))} grasps")
     rows = [("random 5 (mean y_PGS)", float(np.mean([g["y_pgs"].mean() for _, g in objects]))),
             ("best 5 (oracle)", float(np.mean([np.sort(g["y_pgs"])[-5:].mean() for _, g in objects]))),

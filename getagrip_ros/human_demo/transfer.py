@@ -299,17 +299,11 @@ class TransferObjective:
 
     def similarity(self, T_object_palm: torch.Tensor, q_rad: torch.Tensor, batch: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
         """(B,) contact-heatmap and orientation differences of B grasps (palm poses (B, 4, 4), joints (B, 16)), without
-        gradient: what :meth:`terms` calls "contact" and "orientation", for many grasps at once."""
-        contact = []
+        gradient, `batch` grasps at a time: what :meth:`terms` calls "contact" and "orientation", for many grasps."""
         with torch.no_grad():
-            for start in range(0, len(q_rad), batch):
-                T, q = T_object_palm[start: start + batch], q_rad[start: start + batch]
-                samples, _ = self.hand.surface(self.hand.link_poses(T, q))
-                distance = torch.cdist(self.points.expand(len(q), -1, -1), samples).amin(-1)
-                contact.append((self.heat_human - contact_heatmap(distance, self.config.tau_m)).abs().mean(-1))
-            R = T_object_palm[:, :3, :3]
-            orientation = (R[:, :, 0] - self.n_human).abs().sum(-1) + (R[:, :, 2] - self.f_human).abs().sum(-1)
-        return torch.cat(contact), orientation
+            parts = [self.similarity_terms(T_object_palm[start: start + batch], q_rad[start: start + batch])
+                     for start in range(0, len(q_rad), batch)]
+        return torch.cat([contact for contact, _ in parts]), torch.cat([orientation for _, orientation in parts])
 
     def similarity_terms(self, T_object_palm: torch.Tensor, q_rad: torch.Tensor,
                          num_points: Optional[int] = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -319,9 +313,10 @@ class TransferObjective:
         T, q = T_object_palm.double(), q_rad.double()
         points, heat_human = self.points[:num_points], self.heat_human[:num_points]
         samples, _ = self.hand.surface(self.hand.link_poses(T, q))
-        with torch.no_grad():  # the nearest sample of each point: argmin of |s|^2 - 2 p.s, in float32
-            s32 = samples.float()
-            nearest = (s32.square().sum(-1)[:, None, :] - 2 * points.float() @ s32.transpose(1, 2)).argmin(-1)
+        with torch.no_grad():  # each point's nearest sample: argmin of |s|^2 - 2 p.s in float32, centred
+            centre = points.mean(0)
+            s32, p32 = (samples - centre).float(), (points - centre).float()
+            nearest = (s32.square().sum(-1)[:, None, :] - 2 * p32 @ s32.transpose(1, 2)).argmin(-1)
         distance = (points - torch.gather(samples, 1, nearest[..., None].expand(-1, -1, 3))).norm(dim=-1)
         contact = (heat_human - contact_heatmap(distance, self.config.tau_m)).abs().mean(-1)
         R = T[:, :3, :3]

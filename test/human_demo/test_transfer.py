@@ -9,7 +9,7 @@ import trimesh
 
 from getagrip_ros.grasp.grasp import Grasp
 from getagrip_ros.human_demo.demonstration import HumanDemonstration
-from getagrip_ros.human_demo.human_hand import FINGERTIP_KEYPOINTS, palm_vectors
+from getagrip_ros.human_demo.human_hand import FINGERTIP_KEYPOINTS, contact_heatmap, palm_vectors
 from getagrip_ros.human_demo.transfer import (TransferConfig, TransferError, human_fingertip_contacts, initial_palm_pose,
                                               transfer_grasp)
 from getagrip_ros.synthesis.hand_model import AllegroModelConfig, SurfaceSamplingConfig, allegro_hand_model
@@ -264,10 +264,15 @@ def test_the_trust_region_penalty_is_zero_inside_and_grows_outside(side_grasp, a
     turn = torch.tensor([[1.0, 0, 0], [0, 0.8, -0.6], [0, 0.6, 0.8]], dtype=F64)
     T[2, :3, :3] = turn @ T[2, :3, :3]  # turned by 37 deg about x: another orientation
     q = result.joint_angles_rad.repeat(3, 1).requires_grad_(True)
-    # the differentiable terms are the reported ones (all points), and a subset estimates them
+    # the differentiable terms (nearest samples searched in float32) are the exact float64 heatmaps of all points,
+    # the reported ones are them in batches, and a subset estimates them
     contact, orientation = (value.detach() for value in objective.similarity_terms(T, q))
-    reference_contact, reference_orientation = objective.similarity(T, q.detach())
-    assert torch.allclose(contact, reference_contact) and torch.allclose(orientation, reference_orientation)
+    samples, _ = allegro.surface(allegro.link_poses(T, q.detach()))
+    exact = torch.cdist(objective.points.expand(3, -1, -1), samples).amin(-1)
+    reference_contact = (objective.heat_human - contact_heatmap(exact, objective.config.tau_m)).abs().mean(-1)
+    assert torch.allclose(contact, reference_contact, rtol=0, atol=1e-9), (contact, reference_contact)
+    reported_contact, reported_orientation = objective.similarity(T, q.detach(), batch=2)
+    assert torch.equal(reported_contact, contact) and torch.equal(reported_orientation, orientation)
     assert abs(float(contact[0]) - result.contact_heatmap_difference) < 1e-9
     subset, _ = objective.similarity_terms(T, q, 500)
     assert (subset - contact).abs().max() < 0.02
