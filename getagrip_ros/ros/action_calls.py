@@ -24,6 +24,10 @@ CANCEL_GRACE_S = 10.0
 """How long a cancelled sub-goal may take to end."""
 GOAL_ANSWER_S = 30.0
 """How long a server may take to answer a goal request before the client asks for the goal's result anyway."""
+GOAL_REQUESTS = 3
+"""How many times a goal request is sent, always with the same goal ID, when the server says it never got it (a request
+sent before the server has matched this client's writer is dropped: once under load a trial's extract_object goal was
+lost so). A late first request and a resend cannot both run: the server refuses a goal ID it already has."""
 RESULT_RETRY_S = 5.0
 """While a sub-goal runs, its result is requested again this often. An answer between processes can be lost (a server
 that has not yet matched this client's reader drops it): one such loss once held a trial's perception stage for its
@@ -84,17 +88,18 @@ def handle_by_id(client: ActionClient, goal_id: UUID) -> ClientGoalHandle:
 def call_in_node(client: ActionClient, goal: Any, should_stop: Callable[[], bool], deadline: float,
                  feedback: Callable[[Any], None] | None = None, server_wait_s: float = 30.0,
                  any_outcome: bool = False, goal_answer_s: float = GOAL_ANSWER_S,
-                 result_retry_s: float = RESULT_RETRY_S) -> Any:
+                 result_retry_s: float = RESULT_RETRY_S, goal_requests: int = GOAL_REQUESTS) -> Any:
     """Send `goal` and return the result message of a SUCCEEDED goal (any_outcome: of any goal that ended on the
     server, whatever its status; the result's own status says how).
 
     Lost answers do not hold the caller: the result is requested again every `result_retry_s`, and a goal request
     left unanswered for `goal_answer_s` is followed by a request for its result by goal ID (the server answers
-    when the goal ends, or at once with UNKNOWN when it never got the goal).
+    when the goal ends, or at once with UNKNOWN when it never got the goal). A goal the server never got is sent
+    again with the same ID, `goal_requests` times in all.
 
     Raises:
-        StageError: the server is missing (HARDWARE_ERROR), refused the goal (BUSY), does not know it
-            (INTERNAL_ERROR), or the goal ended without success (its own status code and reason); CANCELED /
+        StageError: the server is missing (HARDWARE_ERROR), refused the goal (BUSY), never got it in `goal_requests`
+            requests (INTERNAL_ERROR), or the goal ended without success (its own status code and reason); CANCELED /
             TIMEOUT when should_stop() or the deadline (time.monotonic()) ended it - the sub-goal is cancelled first.
     """
     name = client._action_name
@@ -102,27 +107,29 @@ def call_in_node(client: ActionClient, goal: Any, should_stop: Callable[[], bool
         raise StageError(StatusCode.HARDWARE_ERROR, f"action server {name!r} is not running")
     over = lambda: should_stop() or time.monotonic() > deadline  # noqa: E731
     goal_id = new_goal_id()
-    sent = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None,
-                                  goal_uuid=goal_id)
-    answer_by = time.monotonic() + goal_answer_s
-    if _wait(sent, lambda: over() or time.monotonic() > answer_by):
-        handle = sent.result()
-        if not handle.accepted:
+    for request in range(1, goal_requests + 1):
+        sent = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None,
+                                      goal_uuid=goal_id)
+        answer_by = time.monotonic() + goal_answer_s
+        if _wait(sent, lambda: over() or time.monotonic() > answer_by) and sent.result().accepted:
+            handle = sent.result()
+        elif sent.done() and request == 1:
             raise StageError(StatusCode.BUSY, f"{name} refused the goal")
-    else:  # no answer (yet): the goal may be running all the same; its ID is enough to ask for its result
-        handle = handle_by_id(client, goal_id)
-    requests = ResultRequests(handle, result_retry_s)
-    response = requests.wait(over)
-    if response is None:
-        handle.cancel_goal_async()
-        grace = time.monotonic() + CANCEL_GRACE_S
-        requests.wait(lambda: time.monotonic() > grace)
-        raise _stopped(name, should_stop)
-    if response.status == GoalStatus.STATUS_UNKNOWN:
-        if sent.done() and not sent.result().accepted:
-            raise StageError(StatusCode.BUSY, f"{name} refused the goal")
-        handle.cancel_goal_async()  # in case the goal request arrives after all
-        raise StageError(StatusCode.INTERNAL_ERROR, f"{name} did not answer the goal request and does not know the goal")
+        else:  # no answer (yet), or a resend refused as a goal the server has: the ID is enough to ask for its result
+            handle = handle_by_id(client, goal_id)
+        requests = ResultRequests(handle, result_retry_s)
+        response = requests.wait(over)
+        if response is None:
+            handle.cancel_goal_async()
+            grace = time.monotonic() + CANCEL_GRACE_S
+            requests.wait(lambda: time.monotonic() > grace)
+            raise _stopped(name, should_stop)
+        if response.status != GoalStatus.STATUS_UNKNOWN:
+            break
+    else:
+        handle.cancel_goal_async()  # in case a goal request arrives after all
+        raise StageError(StatusCode.INTERNAL_ERROR, f"{name} did not answer {goal_requests} goal requests and does not "
+                                                    "know the goal")
     result = response.result
     status = getattr(result, "status", None)
     if any_outcome and status is not None:

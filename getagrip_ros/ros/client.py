@@ -11,7 +11,8 @@ from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from rclpy.node import Node
 
-from getagrip_ros.ros.action_calls import GOAL_ANSWER_S, RESULT_RETRY_S, ResultRequests, handle_by_id, new_goal_id
+from getagrip_ros.ros.action_calls import (GOAL_ANSWER_S, GOAL_REQUESTS, RESULT_RETRY_S, ResultRequests, handle_by_id,
+                                          new_goal_id)
 
 
 DISCOVERY_SETTLE_S = 1.0
@@ -22,12 +23,18 @@ class ActionCallError(RuntimeError):
     """The server was not reachable, refused the goal, or did not answer in time."""
 
 
+class GoalUnknown(ActionCallError):
+    """The server does not know a goal it was sent: its goal request was lost (or the goal's result expired)."""
+
+
 def send_goal(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60.0,
-              feedback: Callable[[Any], None] | None = None, server_timeout_s: float = 20.0):
+              feedback: Callable[[Any], None] | None = None, server_timeout_s: float = 20.0, goal_id=None):
     """Send a goal and wait; returns the accepted goal handle. Spins `node` while waiting.
 
     With no answer within ``GOAL_ANSWER_S`` it returns a handle by the goal's ID (the answer can be lost while the goal
-    runs): `wait_for_result` then gets the goal's result, or raises when the server never got the goal.
+    runs): `wait_for_result` then gets the goal's result, or raises `GoalUnknown` when the server never got the goal.
+    `goal_id` (a unique_identifier_msgs UUID) sends the goal again under the ID of an earlier request: a refusal then
+    means the server has that goal after all (it refuses an ID it has), and the handle by ID is returned.
 
     A server that was only just discovered may not have discovered this client yet, and its answer to a goal
     sent at once can be lost; so after a fresh discovery the node spins for ``DISCOVERY_SETTLE_S`` first.
@@ -38,11 +45,12 @@ def send_goal(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60
         settle_until = time.monotonic() + DISCOVERY_SETTLE_S
         while time.monotonic() < settle_until:
             rclpy.spin_once(node, timeout_sec=0.05)
-    goal_id = new_goal_id()
+    resend = goal_id is not None
+    goal_id = goal_id if resend else new_goal_id()
     future = client.send_goal_async(goal, feedback_callback=(lambda msg: feedback(msg.feedback)) if feedback else None,
                                     goal_uuid=goal_id)
     rclpy.spin_until_future_complete(node, future, timeout_sec=min(timeout_s, GOAL_ANSWER_S))
-    if not future.done():  # the answer may be lost with the goal running: its result is asked for by ID
+    if not future.done() or (resend and not future.result().accepted):  # the goal may run: its result is asked by ID
         return handle_by_id(client, goal_id)
     handle = future.result()
     if not handle.accepted:
@@ -60,16 +68,25 @@ def wait_for_result(node: Node, handle, timeout_s: float = 60.0, retry_s: float 
             raise ActionCallError(f"no result within {timeout_s} s")
         rclpy.spin_once(node, timeout_sec=0.05)
     if response.status == GoalStatus.STATUS_UNKNOWN:
-        raise ActionCallError("the server does not know the goal (its answer to the goal request was lost, or the "
+        raise GoalUnknown("the server does not know the goal (its answer to the goal request was lost, or the "
                               "goal's result expired)")
     return response.status, response.result
 
 
 def call_action(node: Node, client: ActionClient, goal: Any, timeout_s: float = 60.0,
                 feedback: Callable[[Any], None] | None = None):
-    """Send a goal and wait for its result; returns (GoalStatus code, result message)."""
-    handle = send_goal(node, client, goal, timeout_s, feedback)
-    return wait_for_result(node, handle, timeout_s)
+    """Send a goal and wait for its result; returns (GoalStatus code, result message). A goal the server never got is
+    sent again with the same ID, ``GOAL_REQUESTS`` times in all (see :mod:`getagrip_ros.ros.action_calls`)."""
+    deadline = time.monotonic() + timeout_s
+    goal_id = None
+    for request in range(1, GOAL_REQUESTS + 1):
+        handle = send_goal(node, client, goal, max(deadline - time.monotonic(), 0.1), feedback, goal_id=goal_id)
+        goal_id = handle.goal_id
+        try:
+            return wait_for_result(node, handle, max(deadline - time.monotonic(), 0.1))
+        except GoalUnknown:
+            if request == GOAL_REQUESTS:
+                raise
 
 
 def cancel_after_feedback(node: Node, handle, feedback_seen: list, feedback_timeout_s: float = 60.0,

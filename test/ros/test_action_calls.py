@@ -1,5 +1,6 @@
 """`call_in_node` (how grasp_task calls the stage actions) and `call_action` (the demo's and the benchmark's) when an
-answer between the processes is lost: the goal's result, the answer to the goal request, or the goal request itself.
+answer between the processes is lost: the goal's result, the answer to the goal request, or the goal request itself
+(sent again with the same ID).
 A real action server and client in one process; the loss is made at the client's futures, the thinnest seam. Once in
 a fresh clone a lost result held a trial's perception stage for its whole 30-minute budget after extract_object had
 finished in 8 s."""
@@ -100,15 +101,53 @@ def test_a_lost_answer_to_the_goal_request_still_gets_the_goals_result(ros, monk
     assert took_s < 30.0
 
 
-def test_a_lost_goal_request_fails_with_the_reason_in_seconds(ros, monkeypatch):
+def test_goal_requests_that_never_arrive_fail_with_the_reason_in_seconds(ros, monkeypatch):
     client, goals = ros
-    before = len(goals)
-    monkeypatch.setattr(ActionClient, "send_goal_async", lambda self, *a, **kw: Future())
+    before, sent = len(goals), []
+    monkeypatch.setattr(ActionClient, "send_goal_async", lambda self, *a, **kw: (sent.append(kw["goal_uuid"]), Future())[1])
     with pytest.raises(StageError) as err:
         _call(client, "lost_goal", goal_answer_s=1.0)
     assert err.value.code == StatusCode.INTERNAL_ERROR
-    assert "does not know the goal" in err.value.reason
-    assert len(goals) == before
+    assert "did not answer 3 goal requests and does not know the goal" in err.value.reason
+    assert len(goals) == before and len(sent) == 3 and all(uuid == sent[0] for uuid in sent)  # one ID
+
+
+def test_a_lost_goal_request_is_sent_again_and_the_goal_runs(ros, monkeypatch):
+    client, goals = ros
+    real, sent = ActionClient.send_goal_async, []
+
+    def first_lost(self, *args, **kwargs):
+        sent.append(kwargs["goal_uuid"])
+        return real(self, *args, **kwargs) if len(sent) > 1 else Future()
+
+    monkeypatch.setattr(ActionClient, "send_goal_async", first_lost)
+    result, took_s = _call(client, "resent", goal_answer_s=1.0)
+    assert result.object_name == "resent" and goals.count("resent") == 1
+    assert len(sent) == 2 and sent[0] == sent[1] and took_s < 30.0
+
+
+def test_a_late_goal_request_and_its_resend_run_the_goal_once(ros, monkeypatch):
+    """The first request arrives after the server said it did not know the goal; the resend, with the same ID, ran it:
+    the server refuses the late one as a goal it has."""
+    client, goals = ros
+    real, answers = ActionClient.send_goal_async, []
+
+    def first_late(self, *args, **kwargs):
+        if answers:
+            answers.append(real(self, *args, **kwargs))
+            return answers[-1]
+        answers.append(None)
+        threading.Timer(2.0, lambda: answers.__setitem__(0, real(self, *args, **kwargs))).start()
+        return Future()
+
+    monkeypatch.setattr(ActionClient, "send_goal_async", first_late)
+    result, took_s = _call(client, "late", goal_answer_s=0.5)
+    assert result.object_name == "late"
+    deadline = time.monotonic() + 10.0
+    while (answers[0] is None or not answers[0].done()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert answers[0].done() and not answers[0].result().accepted and answers[1].result().accepted
+    assert goals.count("late") == 1
 
 
 def test_the_scripts_client_asks_for_a_result_again_and_by_goal_id(ros, rclpy_node, monkeypatch):
@@ -136,11 +175,22 @@ def test_the_scripts_client_asks_for_a_result_again_and_by_goal_id(ros, rclpy_no
     assert status == GoalStatus.STATUS_SUCCEEDED and result.object_name == "script_answer"
 
 
-def test_the_scripts_client_says_when_the_server_never_got_the_goal(ros, rclpy_node, monkeypatch):
+def test_the_scripts_client_sends_a_lost_goal_again_then_says_the_server_never_got_it(ros, rclpy_node, monkeypatch):
     from getagrip_ros.ros import client as scripts
 
     client = ActionClient(rclpy_node, ResetWorld, "reset_world")
     monkeypatch.setattr(scripts, "GOAL_ANSWER_S", 1.0)
+    real, sent = ActionClient.send_goal_async, []
+
+    def first_lost(self, *args, **kwargs):
+        sent.append(kwargs["goal_uuid"])
+        return real(self, *args, **kwargs) if len(sent) > 1 else Future()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ActionClient, "send_goal_async", first_lost)
+        status, result = scripts.call_action(rclpy_node, client, ResetWorld.Goal(object_name="script_resent"))
+    assert status == GoalStatus.STATUS_SUCCEEDED and result.object_name == "script_resent"
+    assert len(sent) == 2 and sent[0] == sent[1]
     monkeypatch.setattr(ActionClient, "send_goal_async", lambda self, *a, **kw: Future())
     start = time.monotonic()
     with pytest.raises(scripts.ActionCallError, match="does not know the goal"):
