@@ -69,7 +69,7 @@ def wait_for_result(node: Node, handle, timeout_s: float = 60.0, retry_s: float 
         rclpy.spin_once(node, timeout_sec=0.05)
     if response.status == GoalStatus.STATUS_UNKNOWN:
         raise GoalUnknown("the server does not know the goal (its answer to the goal request was lost, or the "
-                              "goal's result expired)")
+                          "goal's result expired)")
     return response.status, response.result
 
 

@@ -127,26 +127,26 @@ def test_a_lost_goal_request_is_sent_again_and_the_goal_runs(ros, monkeypatch):
 
 
 def test_a_late_goal_request_and_its_resend_run_the_goal_once(ros, monkeypatch):
-    """The first request arrives after the server said it did not know the goal; the resend, with the same ID, ran it:
-    the server refuses the late one as a goal it has."""
+    """The first request is held back until the server has said it does not know the goal, then goes out right after
+    the resend (same ID): the server runs the resend and refuses the late one as a goal it has."""
     client, goals = ros
-    real, answers = ActionClient.send_goal_async, []
+    real, held, answers = ActionClient.send_goal_async, [], []
 
     def first_late(self, *args, **kwargs):
-        if answers:
-            answers.append(real(self, *args, **kwargs))
-            return answers[-1]
-        answers.append(None)
-        threading.Timer(2.0, lambda: answers.__setitem__(0, real(self, *args, **kwargs))).start()
-        return Future()
+        if not held:
+            held.append((args, kwargs))
+            return Future()
+        resent = real(self, *args, **kwargs)
+        answers.extend([resent, real(self, *held[0][0], **held[0][1])])
+        return resent
 
     monkeypatch.setattr(ActionClient, "send_goal_async", first_late)
-    result, took_s = _call(client, "late", goal_answer_s=0.5)
-    assert result.object_name == "late"
-    deadline = time.monotonic() + 10.0
-    while (answers[0] is None or not answers[0].done()) and time.monotonic() < deadline:
+    result, _ = _call(client, "late", goal_answer_s=0.5)
+    assert result.object_name == "late" and len(answers) == 2
+    deadline = time.monotonic() + 30.0
+    while not answers[1].done() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert answers[0].done() and not answers[0].result().accepted and answers[1].result().accepted
+    assert answers[0].result().accepted and answers[1].done() and not answers[1].result().accepted
     assert goals.count("late") == 1
 
 
