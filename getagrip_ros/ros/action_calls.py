@@ -146,6 +146,12 @@ def _stopped(name: str, should_stop: Callable[[], bool]) -> StageError:
     return StageError(StatusCode.TIMEOUT, f"{name} ran out of its time budget")
 
 
+PARAMETER_RETRY_S = 1.0
+"""A parameter read whose answer has not come this long after its request is sent again (reads change nothing). A
+service's answer can be lost like an action's: once a fresh-clone test recorded a trial's object as "unknown" because
+the robot node's answer to the first parameter read after its start never arrived."""
+
+
 class RemoteParameters:
     """Another node's parameters under some prefixes, read through its list/get parameter services (e.g. the actuator
     settings recorded with a trial). The service clients are made once, so each read is two calls, no discovery."""
@@ -158,18 +164,41 @@ class RemoteParameters:
         self.getter = node.create_client(GetParameters, f"/{target}/get_parameters")
 
     def read(self, prefixes: list[str], timeout_s: float = 5.0) -> dict[str, Any]:
-        """{name: value}; {} when the node does not answer in time."""
+        """{name: value}; {} when the node does not answer in time. Each request is sent again every
+        PARAMETER_RETRY_S until one of its copies is answered."""
         from rcl_interfaces.srv import GetParameters, ListParameters
         from rclpy.parameter import parameter_value_to_python
 
         deadline = time.monotonic() + timeout_s
         if not (self.lister.wait_for_service(timeout_sec=timeout_s) and self.getter.wait_for_service(timeout_sec=timeout_s)):
             return {}
-        listed = self.lister.call_async(ListParameters.Request(prefixes=prefixes, depth=0))
-        if not _wait(listed, lambda: time.monotonic() > deadline) or listed.result() is None:
+        listed = _first_answer(self.lister, ListParameters.Request(prefixes=prefixes, depth=0), deadline)
+        if listed is None:
             return {}
-        names = sorted(listed.result().result.names)
-        values = self.getter.call_async(GetParameters.Request(names=names))
-        if not _wait(values, lambda: time.monotonic() > deadline) or values.result() is None:
+        names = sorted(listed.result.names)
+        values = _first_answer(self.getter, GetParameters.Request(names=names), deadline)
+        if values is None:
             return {}
-        return {n: parameter_value_to_python(v) for n, v in zip(names, values.result().values)}
+        return {n: parameter_value_to_python(v) for n, v in zip(names, values.values)}
+
+
+def _first_answer(client, request, deadline: float, retry_s: float | None = None):
+    """The first answer to `request` from a service, sent again every `retry_s` (PARAMETER_RETRY_S) until one copy is
+    answered or time.monotonic() passes `deadline` (then None). The copies left unanswered are forgotten."""
+    retry_s = PARAMETER_RETRY_S if retry_s is None else retry_s
+    answered, sent = threading.Event(), []
+    try:
+        while time.monotonic() < deadline:
+            future = client.call_async(request)
+            sent.append(future)
+            future.add_done_callback(lambda _: answered.set())
+            if answered.wait(max(0.0, min(retry_s, deadline - time.monotonic()))):
+                break
+        for future in sent:
+            if future.done() and future.result() is not None:
+                return future.result()
+        return None
+    finally:
+        for future in sent:
+            if not future.done():
+                client.remove_pending_request(future)

@@ -1,6 +1,6 @@
 """`call_in_node` (how grasp_task calls the stage actions) and `call_action` (the demo's and the benchmark's) when an
 answer between the processes is lost: the goal's result, the answer to the goal request, or the goal request itself
-(sent again with the same ID).
+(sent again with the same ID); and a lost answer to a parameter read (asked again).
 A real action server and client in one process; the loss is made at the client's futures, the thinnest seam. Once in
 a fresh clone a lost result held a trial's perception stage for its whole 30-minute budget after extract_object had
 finished in 8 s."""
@@ -13,11 +13,12 @@ import rclpy
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
+from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.task import Future
 
 from getagrip_interfaces.action import ResetWorld
-from getagrip_ros.ros.action_calls import call_in_node
+from getagrip_ros.ros.action_calls import PARAMETER_RETRY_S, RemoteParameters, call_in_node
 from getagrip_ros.ros.actions import accepting_action_server
 from getagrip_ros.status import StageError, StatusCode
 
@@ -196,3 +197,50 @@ def test_the_scripts_client_sends_a_lost_goal_again_then_says_the_server_never_g
     with pytest.raises(scripts.ActionCallError, match="does not know the goal"):
         scripts.call_action(rclpy_node, client, ResetWorld.Goal(object_name="never_sent"), timeout_s=60.0)
     assert time.monotonic() - start < 30.0
+
+
+@pytest.fixture(scope="module")
+def parameters(ros_env):
+    """A node with parameters (as the robot node has) and a RemoteParameters reader of them, spun in the background."""
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    owner = rclpy.create_node("parameter_owner", context=context)
+    owner.declare_parameter("backend", "sim")
+    owner.declare_parameter("sim.object_name", "tabletop20/cube")
+    reader_node = rclpy.create_node("parameter_reader", context=context)
+    executor = MultiThreadedExecutor(num_threads=4, context=context)
+    executor.add_node(owner)
+    executor.add_node(reader_node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    yield RemoteParameters(reader_node, "parameter_owner")
+    executor.shutdown(timeout_sec=5.0)
+    rclpy.try_shutdown(context=context)
+    thread.join(timeout=5.0)
+
+
+def test_a_lost_answer_to_a_parameter_read_is_asked_again(parameters, monkeypatch):
+    """The first answer of each service never arrives (the request reaches the node): each request is sent again after
+    PARAMETER_RETRY_S and the read returns the values, not {} (a trial's object would be recorded as "unknown")."""
+    expected = {"backend": "sim", "sim.object_name": "tabletop20/cube"}
+    assert parameters.read(["backend", "sim"]) == expected
+    real, calls = Client.call_async, []
+
+    def first_lost(self, request):
+        calls.append(type(request).__name__)
+        answer = real(self, request)
+        return Future() if calls.count(type(request).__name__) == 1 else answer
+
+    monkeypatch.setattr(Client, "call_async", first_lost)
+    start = time.monotonic()
+    assert parameters.read(["backend", "sim"], timeout_s=5.0 * PARAMETER_RETRY_S) == expected
+    assert 2 * PARAMETER_RETRY_S <= time.monotonic() - start < 5.0 * PARAMETER_RETRY_S
+    assert calls == ["ListParameters_Request"] * 2 + ["GetParameters_Request"] * 2
+
+
+def test_a_parameter_read_that_is_never_answered_gives_nothing_by_its_deadline(parameters, monkeypatch):
+    sent = []
+    monkeypatch.setattr(Client, "call_async", lambda self, request: (sent.append(request), Future())[1])
+    start = time.monotonic()
+    assert parameters.read(["backend"], timeout_s=3.0) == {}
+    assert 3.0 <= time.monotonic() - start < 10.0 and len(sent) >= 3  # sent again every PARAMETER_RETRY_S
