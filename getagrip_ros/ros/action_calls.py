@@ -163,15 +163,16 @@ class RemoteParameters:
         self.lister = node.create_client(ListParameters, f"/{target}/list_parameters")
         self.getter = node.create_client(GetParameters, f"/{target}/get_parameters")
 
-    def read(self, prefixes: list[str], timeout_s: float = 5.0) -> dict[str, Any]:
-        """{name: value}; {} when the node does not answer in time. Each request is sent again every
-        PARAMETER_RETRY_S until one of its copies is answered."""
+    def read(self, prefixes: list[str], timeout_s: float = 10.0) -> dict[str, Any]:
+        """{name: value}; {} when the node does not answer within timeout_s (all in all). Each request is sent again
+        every PARAMETER_RETRY_S until one of its copies is answered."""
         from rcl_interfaces.srv import GetParameters, ListParameters
         from rclpy.parameter import parameter_value_to_python
 
         deadline = time.monotonic() + timeout_s
-        if not (self.lister.wait_for_service(timeout_sec=timeout_s) and self.getter.wait_for_service(timeout_sec=timeout_s)):
-            return {}
+        for client in (self.lister, self.getter):
+            if not client.wait_for_service(timeout_sec=max(0.0, deadline - time.monotonic())):
+                return {}
         listed = _first_answer(self.lister, ListParameters.Request(prefixes=prefixes, depth=0), deadline)
         if listed is None:
             return {}

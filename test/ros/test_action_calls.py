@@ -244,3 +244,6 @@ def test_a_parameter_read_that_is_never_answered_gives_nothing_by_its_deadline(p
     start = time.monotonic()
     assert parameters.read(["backend"], timeout_s=3.0) == {}
     assert 3.0 <= time.monotonic() - start < 10.0 and len(sent) >= 3  # sent again every PARAMETER_RETRY_S
+    start = time.monotonic()  # a node that is not there: the same deadline covers waiting for its services
+    assert RemoteParameters(parameters.node, "no_such_node").read(["backend"], timeout_s=1.0) == {}
+    assert time.monotonic() - start < 1.9
