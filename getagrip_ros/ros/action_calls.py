@@ -183,17 +183,16 @@ class RemoteParameters:
         return {n: parameter_value_to_python(v) for n, v in zip(names, values.values)}
 
 
-def _first_answer(client, request, deadline: float, retry_s: float | None = None):
-    """The first answer to `request` from a service, sent again every `retry_s` (PARAMETER_RETRY_S) until one copy is
-    answered or time.monotonic() passes `deadline` (then None). The copies left unanswered are forgotten."""
-    retry_s = PARAMETER_RETRY_S if retry_s is None else retry_s
+def _first_answer(client, request, deadline: float):
+    """The first answer to `request` from a service, sent again every PARAMETER_RETRY_S until one copy is answered or
+    time.monotonic() passes `deadline` (then None). The copies left unanswered are forgotten."""
     answered, sent = threading.Event(), []
     try:
         while time.monotonic() < deadline:
             future = client.call_async(request)
             sent.append(future)
             future.add_done_callback(lambda _: answered.set())
-            if answered.wait(max(0.0, min(retry_s, deadline - time.monotonic()))):
+            if answered.wait(max(0.0, min(PARAMETER_RETRY_S, deadline - time.monotonic()))):
                 break
         for future in sent:
             if future.done() and future.result() is not None:
